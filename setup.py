@@ -1,0 +1,31 @@
+"""grpo_jax: GRPO-family RL for language models in JAX, with subgroup offsets and HA-DW."""
+from setuptools import find_packages, setup
+
+setup(
+    name="grpo_jax",
+    version="0.1.0",
+    description="JAX-native GRPO/DAPO/GSPO with strategy subgroup offsets and HA-DW",
+    packages=find_packages(include=["grpo_jax", "grpo_jax.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "jax>=0.5",
+        "flax>=0.10",
+        "optax>=0.2",
+        "orbax-checkpoint>=0.11",
+        "ml-collections>=0.1",
+        "absl-py",
+        "numpy",
+        "transformers>=4.50",
+        "tokenizers>=0.20",
+        "datasets>=3.0",
+        "sympy",
+        "tensorboardX",
+        "tqdm",
+        "matplotlib",
+    ],
+    extras_require={
+        "dev": ["pytest>=8", "pytest-xdist", "hypothesis", "ruff", "nbclient", "ipykernel"],
+        "tpu": ["jax[tpu]"],
+        "gpu": ["jax[cuda12]"],
+    },
+)
