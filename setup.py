@@ -19,6 +19,10 @@ setup(
         "tokenizers>=0.20",
         "datasets>=3.0",
         "sympy",
+        # math grading: math-verify accepts only these ANTLR runtimes (4.9.3 / 4.11.0 / 4.13.2)
+        "math-verify==0.9.0",
+        "latex2sympy2_extended==1.11.0",
+        "antlr4-python3-runtime==4.13.2",
         "tensorboardX",
         "tqdm",
         "matplotlib",

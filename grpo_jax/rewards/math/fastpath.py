@@ -1,0 +1,148 @@
+"""Exact integer/rational comparison that never touches sympy.
+
+DAPO-Math-17K, AIME 2024/25/26 and AMC23 golds are all integers; MATH has many plain
+fractions. For them the answer is decided here with Python ``Fraction`` arithmetic, which is
+exact (no ``evalf(chop=True)`` tiny-number collapse) and cannot hang (no sympy, no big powers).
+
+A number is read after stripping presentation only: ``$``, ``\\text{...}`` and trailing unit
+words, ``^\\circ``, currency, thousands separators (``1,000`` / ``1{,}000``), a leading
+``x =``, a trailing full stop, leading zeros. Accepted shapes: ``-12``, ``3.50``, ``.5``,
+``7/8``, ``\\frac{7}{8}``, ``-\\frac{7}{8}``, ``\\frac78``, each optionally followed by ``%``.
+
+Percent: when exactly one side carries ``%``, both readings are accepted (``7.41\\%`` vs
+``7.41``; ``50\\%`` vs ``\\frac12``). Without a ``%`` sign there is no ×100 rule (``0.5`` is
+not ``50``).
+
+Policy (``fast_compare``): an integer gold is always decided here — a prediction that is not
+a plain number (``2^{10}``, ``\\sqrt{16}``, ``5 or 6``) scores 0, as in the AIME/DAPO answer
+format. For other rational golds the fast path returns True on exact equality and False only
+when both sides are exact (no decimal point); otherwise it defers (None) to math-verify,
+whose 6-decimal rounding accepts ``0.333333`` for ``\\frac13``.
+"""
+
+import re
+from fractions import Fraction
+from typing import NamedTuple
+
+# Python refuses int() on longer digit strings (3.11+); beyond this compare digit strings.
+_MAX_INT_DIGITS = 4000
+
+_INT = r"[+-]?\d+"
+_DEC = r"[+-]?(?:\d+\.\d*|\.\d+)"
+_FRAC_TEX = re.compile(r"^([+-]?)\\frac\{\s*([+-]?\d+)\s*\}\{\s*([+-]?\d+)\s*\}$")
+_FRAC_TEX_SHORT = re.compile(r"^([+-]?)\\frac(\d)(\d)$")
+_FRAC_SLASH = re.compile(rf"^({_INT})\s*/\s*({_INT})$")
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+_ASSIGN = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?!.*=)")
+# Each word must end at a separator, so the repetition cannot backtrack exponentially.
+_UNIT_TAIL = re.compile(
+  r"(?<=[\d.}%])\s*(?:[A-Za-z]+(?:/[A-Za-z]+)?(?:\s*\^\{?[23]\}?)?(?:[\s.]+|$))+$"
+)
+
+
+class Num(NamedTuple):
+  """A parsed plain number: exact value, whether written exactly, percent sign, digits."""
+
+  value: Fraction | None  # None only for integers too long for int()
+  exact: bool  # no decimal point
+  percent: bool
+  digits: str  # canonical integer digits (with sign) when value is an integer, else ""
+
+
+def _strip_presentation(s: str) -> tuple[str, bool]:
+  s = s.strip()
+  s = _TEXT_CMD.sub(lambda m: " " + m.group(1) + " ", s)
+  s = s.replace("\\$", "").replace("$", "").replace("{,}", "").replace("\\!", "")
+  s = re.sub(r"\^\s*(?:\{\s*)?\\circ(?:\s*\})?|\\circ|°|\\degree", "", s)
+  s = re.sub(r"(?<!\\)\\[,;: ]", " ", s).strip()
+  s = _ASSIGN.sub("", s)
+  if len(s) < 300:  # unit words follow short answers only; keeps the regex scan short
+    s = _UNIT_TAIL.sub("", s).strip()
+  percent = False
+  if s.endswith("\\%") or s.endswith("%"):
+    percent = True
+    s = s[:-2] if s.endswith("\\%") else s[:-1]
+    s = s.strip()
+  if s.endswith(".") and re.match(r"^[+-]?\d+\.$", s):
+    s = s[:-1]
+  if s.startswith("{") and s.endswith("}"):
+    s = s[1:-1].strip()
+  return s, percent
+
+
+def _canon_int(s: str) -> str:
+  sign = "-" if s.startswith("-") else ""
+  digits = s.lstrip("+-").lstrip("0") or "0"
+  return ("" if digits == "0" else sign) + digits
+
+
+def parse_number(s: str) -> Num | None:
+  """Read ``s`` as a plain rational number, or None if it is anything else."""
+  if not isinstance(s, str) or len(s) > 20000:
+    return None
+  s, percent = _strip_presentation(s)
+  s = s.replace(" ", "")
+  if _THOUSANDS.match(s):
+    s = s.replace(",", "")
+  if re.fullmatch(_INT, s):
+    digits = _canon_int(s)
+    if len(digits) > _MAX_INT_DIGITS:
+      return Num(None, True, percent, digits)
+    return Num(Fraction(int(digits)), True, percent, digits)
+  if len(s) > _MAX_INT_DIGITS:
+    return None
+  if re.fullmatch(_DEC, s):
+    v = Fraction(s)
+    return Num(v, False, percent, str(v.numerator) if v.denominator == 1 else "")
+  m = _FRAC_TEX.match(s) or _FRAC_TEX_SHORT.match(s)
+  if m:
+    sign, a, b = m.groups()
+    num, den = int(a), int(b)
+  else:
+    m = _FRAC_SLASH.match(s)
+    if not m:
+      return None
+    sign, num, den = "", int(m.group(1)), int(m.group(2))
+  if den == 0:
+    return None
+  v = Fraction(num, den) * (-1 if sign == "-" else 1)
+  return Num(v, True, percent, str(v.numerator) if v.denominator == 1 else "")
+
+
+def _values(n: Num, other_has_percent: bool) -> list[Fraction]:
+  vals = [n.value]
+  if n.percent and not other_has_percent:
+    vals.append(n.value / 100)
+  return vals
+
+
+def fast_compare(pred: str, gold: str) -> bool | None:
+  """Exact verdict for plain-number golds; None means "ask math-verify".
+
+  Args:
+    pred: the extracted answer (``extract_answer`` output).
+    gold: the normalised gold (``normalize_gold`` output).
+  """
+  g = parse_number(gold)
+  if g is None:
+    return None
+  gold_is_int = bool(g.digits) and g.exact and not g.percent
+  p = parse_number(pred)
+  if p is None:
+    return False if gold_is_int else None
+  if g.value is None or p.value is None:  # an integer too long for int(): compare digits
+    return bool(g.digits) and g.digits == p.digits and g.percent == p.percent
+  gv = _values(g, p.percent)
+  pv = _values(p, g.percent)
+  if any(a == b for a in gv for b in pv):
+    return True
+  if gold_is_int or (g.exact and p.exact):
+    return False
+  return None
+
+
+def is_integer_gold(gold: str) -> bool:
+  """True when ``gold`` reads as a plain integer (the AIME/AMC/DAPO answer shape)."""
+  g = parse_number(gold)
+  return g is not None and bool(g.digits) and g.exact and not g.percent

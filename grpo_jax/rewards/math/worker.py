@@ -1,0 +1,128 @@
+"""math-verify worker: one long-lived process, JSON lines on stdin/stdout.
+
+Started by ``verify.VerifierPool`` as ``python worker.py`` — a fresh interpreter (spawn
+semantics, never a fork of the JAX process), run by path so that it imports neither the
+parent's ``__main__`` nor ``grpo_jax`` (and so never jax): only the standard library, sympy
+and math-verify.
+
+Request  ``{"i": k, "gold": "<latex>", "pred": "<latex>", "soft_s": 3.0}``
+Response ``{"i": k, "status": "ok" | "timeout" | "gold_parse" | "pred_parse" | "error",
+"equal": bool}``; the first line written is ``{"ready": true}``.
+
+Each check runs on this process's main thread under its own SIGALRM soft timeout
+(``soft_s``); math-verify's internal signal timeouts are off. Work the alarm cannot interrupt
+(C-level big integers) is ended by the parent, which kills this process at its hard deadline.
+"""
+
+import json
+import os
+import sys
+
+# Run by path, sys.path[0] is this folder: drop it so sibling names shadow nothing.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+  sys.path.pop(0)
+
+import logging  # noqa: E402
+import resource  # noqa: E402
+import signal  # noqa: E402
+
+# Memory cap: a runaway expression fails with MemoryError instead of swapping the host.
+_MEMORY_CAP_BYTES = 4 << 30
+
+
+class SoftTimeout(BaseException):
+  """Raised by the alarm; a BaseException so math-verify's `except Exception` cannot eat it."""
+
+
+def _on_alarm(signum, frame):
+  raise SoftTimeout()
+
+
+def _exact_guard(gold, pred) -> bool:
+  """Reject math-verify's numeric matches of distinct values at small magnitudes.
+
+  math-verify compares numbers with ``evalf(chop=True)`` and rounds floats to 6 decimal
+  places, so 1/2001! equals 1/1999! (issue #14) and 1.7e-19 equals 1.6e-19. When both sides
+  are numbers (no free symbols, no percent marker): exact rationals must be equal; other exact
+  values must agree to 1e-40 relative at 60 digits; with a float present, to 1e-5 relative
+  (looser than the 6-decimal rule for values above 0.1, so it only bites on tiny ones).
+  """
+  import sympy
+
+  try:
+    if not (isinstance(gold, sympy.Expr) and isinstance(pred, sympy.Expr)):
+      return True
+    for e in (gold, pred):
+      if e.has(sympy.UnevaluatedExpr) or not e.is_number:
+        return True
+    inexact = gold.has(sympy.Float) or pred.has(sympy.Float)
+    a, b = gold.doit(), pred.doit()
+    if not inexact and a.is_Rational and b.is_Rational:
+      return bool(a == b)
+    va, vb = sympy.N(a, 60), sympy.N(b, 60)
+    scale = max(abs(va), abs(vb))
+    if not scale.is_number or scale == 0:
+      return True
+    rel = sympy.Float("1e-5" if inexact else "1e-40", 60)
+    return bool(abs(va - vb) <= rel * scale)
+  except Exception:
+    return True
+
+
+def main() -> None:
+  proto = os.fdopen(os.dup(1), "w", buffering=1)
+  os.dup2(2, 1)  # anything a library prints goes to stderr, never into the protocol
+  sys.stdout = sys.stderr
+  try:
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard == resource.RLIM_INFINITY or hard > _MEMORY_CAP_BYTES:
+      resource.setrlimit(resource.RLIMIT_AS, (_MEMORY_CAP_BYTES, hard))
+  except (ValueError, OSError):
+    pass
+  sys.set_int_max_str_digits(0)
+  logging.disable(logging.WARNING)
+
+  from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
+  from math_verify import LatexExtractionConfig, parse, verify
+
+  norm = NormalizationConfig(
+    basic_latex=True, units=True, malformed_operators=True, nits=True, boxed="all", equations=False
+  )
+  cfg = [LatexExtractionConfig(boxed_match_priority=0, normalization_config=norm)]
+
+  def check(gold: str, pred: str) -> tuple[str, bool]:
+    kw = dict(fallback_mode="no_fallback", parsing_timeout=None)
+    gold_parsed = parse("\\boxed{" + gold + "}", cfg, **kw)
+    if not gold_parsed:
+      return "gold_parse", False
+    pred_parsed = parse("\\boxed{" + pred + "}", cfg, **kw)
+    if not pred_parsed:
+      return "pred_parse", False
+    equal = verify(gold_parsed, pred_parsed, timeout_seconds=None)
+    if equal:
+      equal = _exact_guard(gold_parsed[0], pred_parsed[0])
+    return "ok", bool(equal)
+
+  signal.signal(signal.SIGALRM, _on_alarm)
+  proto.write(json.dumps({"ready": True}) + "\n")
+  for line in sys.stdin:
+    try:
+      req = json.loads(line)
+    except ValueError:
+      continue
+    status, equal = "error", False
+    try:
+      signal.setitimer(signal.ITIMER_REAL, max(0.05, float(req.get("soft_s", 3.0))))
+      try:
+        status, equal = check(str(req["gold"]), str(req["pred"]))
+      finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except SoftTimeout:
+      status = "timeout"
+    except (Exception, RecursionError, MemoryError):
+      status = "error"
+    proto.write(json.dumps({"i": req.get("i"), "status": status, "equal": equal}) + "\n")
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,68 @@
+"""The character tokenizer: ids, determinism, decoding, save/load round trip."""
+
+import json
+import time
+
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from grpo_jax.data import build_tokenizer
+from grpo_jax.data.tokenizer import CHARACTERS, SPECIAL_TOKENS
+
+
+def test_special_ids_and_size():
+  tok = build_tokenizer()
+  assert isinstance(tok, PreTrainedTokenizerFast)
+  assert tok.pad_token_id == 0
+  assert tok.eos_token_id == 1
+  assert tok.unk_token_id == 2
+  assert len(tok) == len(SPECIAL_TOKENS) + len(CHARACTERS)
+  assert len(set(CHARACTERS)) == len(CHARACTERS)
+
+
+def test_one_token_per_character_and_no_added_specials():
+  tok = build_tokenizer()
+  text = "69=3,8,9:*-;8*9-3"
+  ids = tok(text)["input_ids"]
+  assert len(ids) == len(text)
+  assert ids == [len(SPECIAL_TOKENS) + CHARACTERS.index(c) for c in text]
+  assert tok.decode(ids) == text
+
+
+def test_every_character_round_trips():
+  tok = build_tokenizer()
+  for c in CHARACTERS:
+    (i,) = tok(c)["input_ids"]
+    assert tok.convert_ids_to_tokens(i) == c
+    assert tok.decode([i]) == c
+
+
+def test_special_tokens_and_unknown_characters():
+  tok = build_tokenizer()
+  ids = tok("1+2<eos>")["input_ids"]
+  assert ids[-1] == tok.eos_token_id and len(ids) == 4
+  assert tok.decode(ids, skip_special_tokens=True) == "1+2"
+  assert tok("a/b")["input_ids"] == [tok.unk_token_id] * 3
+
+
+def test_deterministic_and_fast():
+  start = time.perf_counter()
+  a, b = build_tokenizer(), build_tokenizer()
+  assert time.perf_counter() - start < 1.0
+  assert a.get_vocab() == b.get_vocab()
+  assert json.loads(a.backend_tokenizer.to_str()) == json.loads(b.backend_tokenizer.to_str())
+
+
+def test_save_load_round_trip(tmp_path):
+  tok = build_tokenizer()
+  tok.save_pretrained(tmp_path)
+  text = "07=1,2,9:+*;9*1-2"
+  for loaded in (
+    PreTrainedTokenizerFast.from_pretrained(tmp_path),
+    AutoTokenizer.from_pretrained(tmp_path),
+  ):
+    assert loaded.get_vocab() == tok.get_vocab()
+    assert loaded.pad_token_id == 0 and loaded.eos_token_id == tok.eos_token_id
+    assert loaded(text)["input_ids"] == tok(text)["input_ids"]
+    assert loaded.decode(tok(text)["input_ids"]) == text
+    batch = loaded(["1+2", "1"], padding=True)["input_ids"]
+    assert batch[1][1:] == [0, 0]  # right-padded with pad id 0
