@@ -1,0 +1,45 @@
+"""Advantages: baselines, subgroup offsets, normalisation and HA-DW (METHODS §1-3).
+
+Pure jnp on rows: ``rewards_N`` with global integer ``group_ids_N`` / ``subgroup_ids_N``
+(negative = padded row). Arrays indexed by id slot end in ``_S`` (N slots). Typical use::
+
+  anchor = init_anchor(cfg)
+  adv_N, anchor, aux = compute(rewards_N, group_ids_N, subgroup_ids_N, cfg, anchor, rng)
+"""
+
+from grpo_jax.advantages.baselines import BASELINES, get_baseline
+from grpo_jax.advantages.compute import AUX_KEYS, compute, row_offsets
+from grpo_jax.advantages.hadw import (
+  ANCHOR_KEYS,
+  ANCHORS,
+  SIGMA_OF,
+  hadw_weights,
+  init_anchor,
+  update_anchor,
+)
+from grpo_jax.advantages.normalize import SCALE_OF, SCALES, normalize
+from grpo_jax.advantages.offsets import GroupStats, group_stats, valid_rows
+from grpo_jax.advantages.shuffle import SCOPES, offset_permutation, recenter_offsets
+
+__all__ = [
+  "ANCHORS",
+  "ANCHOR_KEYS",
+  "AUX_KEYS",
+  "BASELINES",
+  "SCALES",
+  "SCALE_OF",
+  "SCOPES",
+  "SIGMA_OF",
+  "GroupStats",
+  "compute",
+  "get_baseline",
+  "group_stats",
+  "hadw_weights",
+  "init_anchor",
+  "normalize",
+  "offset_permutation",
+  "recenter_offsets",
+  "row_offsets",
+  "update_anchor",
+  "valid_rows",
+]

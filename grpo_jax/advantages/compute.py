@@ -1,0 +1,138 @@
+"""The public entry: rewards and ids in, advantages, new HA-DW anchor and metrics out.
+
+  Ã_i = r_i − b_i                        (METHODS §1; baseline by name, optional offset shuffle)
+  A_i = Ã_i / (σ + ε)                    (§2; or Ã_i with scale='none')
+  A_i ← Φ_i·A_i                          (§3; HA-DW, when hadw.enabled, after normalisation)
+  A_i = 0 for padded rows and for every row of a group whose rewards are all equal (§2.6).
+
+Config values are read at trace time, so ``jax.jit(functools.partial(compute, cfg=cfg))``
+(or a jitted train step closing over cfg) compiles one graph per experiment.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from grpo_jax.advantages import segments as seg
+from grpo_jax.advantages.baselines import USES_OFFSETS, get_baseline
+from grpo_jax.advantages.hadw import hadw_weights, update_anchor
+from grpo_jax.advantages.normalize import normalize
+from grpo_jax.advantages.offsets import group_stats, valid_rows
+from grpo_jax.advantages.shuffle import offset_permutation, recenter_offsets
+
+AUX_KEYS = (
+  "adv/mean",
+  "adv/abs_mean",
+  "adv/zero_std_frac",
+  "adv/offset_abs_mean",
+  "adv/subgroups_per_prompt",
+  "hadw/anchor",
+  "hadw/batch_acc",
+  "hadw/eta",
+  "hadw/phi_mean",
+  "hadw/phi_min",
+  "hadw/phi_max",
+  "hadw/phi_boosted_mean",
+  "hadw/phi_damped_mean",
+)
+
+
+def _groups(cfg):
+  if "advantage" in cfg and "hadw" in cfg:
+    return cfg.advantage, cfg.hadw
+  raise ValueError("cfg needs the 'advantage' and 'hadw' groups (a whole experiment config works)")
+
+
+def row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng) -> jax.Array:
+  """δ_s(i) per row, permuted (and re-centred) when ``advantage.offset_shuffle``. Shapes: N."""
+  offset_S = stats.offset_S
+  if adv_cfg.offset_shuffle:
+    src_S = offset_permutation(
+      rng, stats.subgroup_group_S, stats.subgroup_valid_S, adv_cfg.offset_shuffle_scope
+    )
+    offset_S = offset_S[src_S]
+  offset_N = seg.gather(offset_S, subgroup_ids_N, valid_N)
+  if adv_cfg.offset_shuffle and adv_cfg.offset_shuffle_recenter:
+    offset_N = recenter_offsets(offset_N, group_ids_N, valid_N)
+  return offset_N
+
+
+def compute(
+  rewards_N: jax.Array,
+  group_ids_N: jax.Array,
+  subgroup_ids_N: jax.Array | None,
+  cfg,
+  anchor: dict[str, jax.Array],
+  rng: jax.Array,
+) -> tuple[jax.Array, dict[str, jax.Array], dict[str, jax.Array]]:
+  """Advantages for one step (METHODS §1-3). Returns (advantages_N, new_anchor, aux).
+
+  rewards_N float in [0, 1]; group_ids_N / subgroup_ids_N int ids < N, global over the rows,
+  negative = padded row (``subgroup_ids_N=None`` means one subgroup per group). ``anchor`` is
+  :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
+  by the offset shuffle only). ``aux`` holds the scalars named in ``AUX_KEYS``.
+  """
+  adv_cfg, hadw_cfg = _groups(cfg)
+  rewards_N = jnp.asarray(rewards_N, jnp.float32)
+  group_ids_N = jnp.asarray(group_ids_N, jnp.int32)
+  subgroup_ids_N = group_ids_N if subgroup_ids_N is None else jnp.asarray(subgroup_ids_N, jnp.int32)
+  valid_N = valid_rows(group_ids_N, subgroup_ids_N)
+  stats = group_stats(rewards_N, group_ids_N, subgroup_ids_N, valid_N)
+  live_N = valid_N & ~stats.degenerate_N  # rows that can carry a non-zero advantage
+
+  # §1: baseline and raw advantage.
+  baseline_fn = get_baseline(adv_cfg.baseline)
+  if adv_cfg.baseline in USES_OFFSETS:
+    offset_N = row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng)
+  else:
+    offset_N = jnp.zeros_like(rewards_N)
+  raw_N = baseline_fn(rewards_N, stats, offset_N, float(adv_cfg.offset_coef))
+  raw_N = jnp.where(live_N, raw_N, 0.0)
+
+  # §2: normalisation; degenerate groups are forced to exact zeros under every setting.
+  adv_N = normalize(
+    raw_N, rewards_N, group_ids_N, valid_N, adv_cfg.scale, adv_cfg.scale_of, float(adv_cfg.eps)
+  )
+  adv_N = jnp.where(live_N, adv_N, 0.0)
+
+  # §3: HA-DW. y_t counts every valid row of the step, degenerate groups included.
+  batch_acc = seg.masked_mean(rewards_N, valid_N)
+  zero = jnp.zeros((), jnp.float32)
+  hadw_aux = dict.fromkeys(
+    ("hadw/anchor", "hadw/eta", "hadw/phi_mean", "hadw/phi_min", "hadw/phi_max"), zero
+  )
+  hadw_aux.update({"hadw/phi_boosted_mean": zero, "hadw/phi_damped_mean": zero})
+  new_anchor = anchor
+  if hadw_cfg.enabled:
+    anchor_value, new_anchor, eta = update_anchor(anchor, batch_acc, hadw_cfg)
+    phi_N, direction_N = hadw_weights(
+      adv_N, stats.group_mean_N, anchor_value, hadw_cfg.lambda_scale
+    )
+    adv_N = jnp.where(valid_N, phi_N * adv_N, 0.0)
+    hadw_aux = {
+      "hadw/anchor": anchor_value,
+      "hadw/eta": eta,
+      "hadw/phi_mean": seg.masked_mean(phi_N, valid_N),
+      "hadw/phi_min": jnp.min(jnp.where(valid_N, phi_N, jnp.inf)),
+      "hadw/phi_max": jnp.max(jnp.where(valid_N, phi_N, -jnp.inf)),
+      "hadw/phi_boosted_mean": seg.masked_mean(phi_N, valid_N & (direction_N > 0)),
+      "hadw/phi_damped_mean": seg.masked_mean(phi_N, valid_N & (direction_N < 0)),
+    }
+    any_valid = jnp.any(valid_N)
+    for k in ("hadw/phi_min", "hadw/phi_max"):
+      hadw_aux[k] = jnp.where(any_valid, hadw_aux[k], 0.0)
+
+  n_groups = jnp.sum(stats.group_valid_S.astype(jnp.float32))
+  n_groups_safe = jnp.maximum(n_groups, 1.0)
+  aux = {
+    "adv/mean": seg.masked_mean(adv_N, valid_N),
+    "adv/abs_mean": seg.masked_mean(jnp.abs(adv_N), valid_N),
+    "adv/zero_std_frac": jnp.sum(stats.group_degenerate_S.astype(jnp.float32)) / n_groups_safe,
+    "adv/offset_abs_mean": seg.masked_mean(jnp.abs(stats.offset_S), stats.subgroup_valid_S),
+    "adv/subgroups_per_prompt": jnp.sum(stats.subgroup_valid_S.astype(jnp.float32)) / n_groups_safe,
+    "hadw/batch_acc": batch_acc,
+    **hadw_aux,
+  }
+  aux = {k: jnp.asarray(aux[k], jnp.float32) for k in AUX_KEYS}
+  return adv_N, new_anchor, aux

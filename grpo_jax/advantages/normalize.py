@@ -1,0 +1,64 @@
+"""Advantage normalisation A_i = Ã_i / (σ + ε) (METHODS §2).
+
+``advantage.scale``:
+  group  σ = std over the row's prompt group (GRPO, verl ``norm_adv_by_std_in_grpo``)
+  batch  σ = std over all valid rows of the step
+  none   A = Ã (Dr.GRPO; σ := 1 and no ε)
+``advantage.scale_of``:
+  rewards     σ is the std of r (default; GRPO / HA-DW code)
+  advantages  σ is the std of Ã (NudgeRL's whitening); differs from ``rewards`` when α ≠ 0
+
+Pinned: ddof = 1 (torch.std / verl / the HA-DW code), ε = ``advantage.eps`` = 1e-6, two-pass
+variance. A group whose std is 0 has Ã ≡ 0 already, so it gives 0/ε = 0, never NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from grpo_jax.advantages import segments as seg
+
+SCALE_OF = ("rewards", "advantages")
+
+
+def _group_sigma(x_N, group_ids_N, valid_N) -> jax.Array:
+  std_S = seg.seg_std(x_N, group_ids_N, valid_N, ddof=1)
+  return seg.gather(std_S, group_ids_N, valid_N)
+
+
+def _batch_sigma(x_N, group_ids_N, valid_N) -> jax.Array:
+  del group_ids_N
+  return jnp.broadcast_to(seg.masked_std(x_N, valid_N, ddof=1), x_N.shape)
+
+
+def _no_sigma(x_N, group_ids_N, valid_N) -> jax.Array | None:
+  del x_N, group_ids_N, valid_N
+  return None
+
+
+SigmaFn = Callable[[jax.Array, jax.Array, jax.Array], "jax.Array | None"]
+SCALES: dict[str, SigmaFn] = {"group": _group_sigma, "batch": _batch_sigma, "none": _no_sigma}
+
+
+def normalize(
+  raw_N: jax.Array,
+  rewards_N: jax.Array,
+  group_ids_N: jax.Array,
+  valid_N: jax.Array,
+  scale: str,
+  scale_of: str,
+  eps: float,
+) -> jax.Array:
+  """A_i = Ã_i / (σ_i + ε) with σ chosen by ``scale`` and ``scale_of``. Shapes: N -> N."""
+  if scale not in SCALES:
+    raise ValueError(f"advantage.scale must be one of {sorted(SCALES)}, got {scale!r}")
+  if scale_of not in SCALE_OF:
+    raise ValueError(f"advantage.scale_of must be one of {SCALE_OF}, got {scale_of!r}")
+  source_N = rewards_N if scale_of == "rewards" else raw_N
+  sigma_N = SCALES[scale](source_N, group_ids_N, valid_N)
+  if sigma_N is None:
+    return raw_N
+  return raw_N / (sigma_N + jnp.asarray(eps, raw_N.dtype))
