@@ -88,6 +88,10 @@ def base_config() -> ConfigDict:
   c.loss.kl_coef = 0.0
   c.loss.kl_estimator = "k3"
   c.loss.entropy_coef = 0.0
+  # T_max of seq_mean_token_sum_norm (Dr.GRPO's constant); 0 = the mask's padded width T.
+  c.loss.norm_length = 0
+  # |log-ratio| bound before exp (per token; GSPO: on log s_i).
+  c.loss.ratio_log_clamp = 20.0
   c.loss.num_iterations = 1  # mu
   c.loss.micro_batch_size = 0  # 0 = the whole batch at once
 
