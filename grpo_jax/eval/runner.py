@@ -1,0 +1,56 @@
+"""Held-out evaluation: n samples per problem, graded, summarised as pass@k with CIs (METHODS §6).
+
+Problems are processed in fixed-size chunks (the last one padded and trimmed) so every chunk hits
+the same compiled sampler.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from grpo_jax.eval import passk
+from grpo_jax.train.rollout import SampleSettings, generate
+
+
+def sample_and_grade(graphdef, params, task, problems, num_samples: int, rng,
+                     settings: SampleSettings, mesh, chunk_problems: int, progress: bool = True,
+                     desc: str = "eval"):
+  """Returns per-problem arrays ``correct_PxN``, ``lengths_PxN``, ``truncated_PxN`` and texts."""
+  num = len(problems)
+  correct, lengths, truncated, texts = [], [], [], []
+  starts = range(0, num, chunk_problems)
+  for i, start in enumerate(tqdm(starts, desc=desc, disable=not progress, leave=False)):
+    chunk = list(problems[start:start + chunk_problems])
+    real = len(chunk)
+    chunk += [chunk[-1]] * (chunk_problems - real)
+    prompts_NxP = np.repeat(task.encode_prompts(chunk), num_samples, axis=0)
+    gen = generate(graphdef, params, task, prompts_NxP, jax.random.fold_in(rng, i), settings,
+                   mesh)
+    rows = real * num_samples
+    problems_N = [p for p in chunk[:real] for _ in range(num_samples)]
+    rewards_N = np.asarray(task.rewards(problems_N, gen["completions"][:rows]))
+    correct.append(rewards_N.reshape(real, num_samples) > 0.5)
+    lengths.append(gen["mask_NxT"][:rows].sum(1).reshape(real, num_samples))
+    truncated.append(gen["truncated_N"][:rows].reshape(real, num_samples))
+    texts.extend(gen["completions"][:rows])
+  return {
+      "correct_PxN": np.concatenate(correct),
+      "lengths_PxN": np.concatenate(lengths),
+      "truncated_PxN": np.concatenate(truncated),
+      "completions": texts,
+  }
+
+
+def evaluate(graphdef, params, task, problems, eval_cfg, max_new_tokens: int, rng, mesh,
+             chunk_problems: int, progress: bool = True, desc: str = "eval") -> dict:
+  """pass@k for ``eval_cfg.ks`` (unbiased estimator, n = ``eval_cfg.num_samples``) and friends."""
+  settings = SampleSettings(max_new_tokens, eval_cfg.temperature, 0, eval_cfg.top_p)
+  out = sample_and_grade(graphdef, params, task, problems, eval_cfg.num_samples, rng, settings,
+                         mesh, chunk_problems, progress, desc)
+  summary = passk.summarize(out["correct_PxN"], tuple(eval_cfg.ks),
+                            lengths_PxN=out["lengths_PxN"], truncated_PxN=out["truncated_PxN"])
+  summary["sampling"] = {"temperature": eval_cfg.temperature, "top_p": eval_cfg.top_p,
+                         "n": eval_cfg.num_samples, "max_new_tokens": max_new_tokens}
+  return summary

@@ -1,0 +1,44 @@
+"""Orbax checkpoints of the whole train state (params, optimizer, anchor, step, RNG, cursor)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import orbax.checkpoint as ocp
+
+
+class Checkpointer:
+  """Saves every ``every`` steps, keeps the last ``keep``; restores into given shardings."""
+
+  def __init__(self, directory: str | pathlib.Path, every: int, keep: int):
+    self.every = every
+    options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
+    self._mgr = ocp.CheckpointManager(pathlib.Path(directory).absolute(), options=options)
+
+  def latest_step(self) -> int | None:
+    return self._mgr.latest_step()
+
+  def due(self, step: int, last: bool = False) -> bool:
+    return (self.every > 0 and step % self.every == 0) or last
+
+  def save(self, step: int, state) -> None:
+    self._mgr.save(step, args=ocp.args.StandardSave(state))
+
+  def restore(self, abstract_state, step: int | None = None):
+    """``abstract_state``: a pytree of ``jax.ShapeDtypeStruct`` carrying the target shardings."""
+    step = self.latest_step() if step is None else step
+    return self._mgr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+
+  def wait(self) -> None:
+    self._mgr.wait_until_finished()
+
+  def close(self) -> None:
+    self._mgr.wait_until_finished()
+    self._mgr.close()
+
+
+def abstract_like(state, shardings):
+  """ShapeDtypeStructs with shardings, the restore target for :meth:`Checkpointer.restore`."""
+  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                      state, shardings)

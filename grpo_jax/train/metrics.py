@@ -1,0 +1,64 @@
+"""Run-directory metrics: one JSON line per step (slash-named keys) plus TensorBoard events."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import jax
+import numpy as np
+
+
+def to_host(metrics: dict) -> dict[str, float]:
+  """Device scalars -> Python floats (one transfer for the whole dict)."""
+  host = jax.device_get(metrics)
+  return {k: float(np.asarray(v)) for k, v in host.items()}
+
+
+def check_finite(step: int, metrics: dict[str, float], keys=("loss/total", "grad/norm")) -> None:
+  """Stops the run, naming the step, when a loss or gradient is NaN/Inf."""
+  bad = {k: metrics[k] for k in keys if k in metrics and not math.isfinite(metrics[k])}
+  if bad:
+    raise FloatingPointError(
+        f"non-finite values at step {step}: {bad}; no checkpoint was written from this step")
+
+
+class MetricsWriter:
+  """Appends ``{"step": s, **metrics}`` lines to ``metrics.jsonl`` and mirrors to TensorBoard."""
+
+  def __init__(self, workdir: str | pathlib.Path, tensorboard: bool = True, enabled: bool = True):
+    self.path = pathlib.Path(workdir) / "metrics.jsonl"
+    self.enabled = enabled
+    self._tb = None
+    if enabled and tensorboard:
+      from tensorboardX import SummaryWriter
+      self._tb = SummaryWriter(str(pathlib.Path(workdir) / "tb"))
+
+  def truncate_after(self, step: int) -> None:
+    """On resume, drops lines of steps after the restored checkpoint (they will be redone)."""
+    if not (self.enabled and self.path.exists()):
+      return
+    lines = [ln for ln in self.path.read_text().splitlines()
+             if ln.strip() and json.loads(ln).get("step", 0) <= step]
+    self.path.write_text("".join(ln + "\n" for ln in lines))
+
+  def write(self, step: int, metrics: dict[str, float]) -> None:
+    if not self.enabled:
+      return
+    with self.path.open("a") as f:
+      f.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+    if self._tb is not None:
+      for k, v in metrics.items():
+        self._tb.add_scalar(k, v, step)
+
+  def close(self) -> None:
+    if self._tb is not None:
+      self._tb.close()
+
+
+def read_metrics(workdir: str | pathlib.Path) -> list[dict]:
+  path = pathlib.Path(workdir) / "metrics.jsonl"
+  if not path.exists():
+    return []
+  return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
