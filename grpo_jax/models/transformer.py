@@ -1,0 +1,117 @@
+"""The Qwen3 decoder, its parameter initialisation and the pure ``forward`` the trainer uses.
+
+Parameters live outside the module as a pure nested dict (``init_params``), which the trainer
+shards, differentiates and checkpoints; ``forward`` merges them with the static graph def.
+The dict mirrors the Hugging Face ``Qwen3ForCausalLM`` state dict: drop HF's ``model.``
+prefix, and a ``kernel`` here is the transposed ``weight`` of the torch Linear of the same name.
+
+  ours                                           Hugging Face
+  embed_tokens.embedding (V, D)                  model.embed_tokens.weight
+  layers.{i}.self_attn.{q,k,v,o}_proj.kernel     model.layers.{i}.self_attn.{q,k,v,o}_proj.weight.T
+  layers.{i}.self_attn.{q,k}_norm.weight (Dh,)   model.layers.{i}.self_attn.{q,k}_norm.weight
+  layers.{i}.mlp.{gate,up,down}_proj.kernel      model.layers.{i}.mlp.{gate,up,down}_proj.weight.T
+  layers.{i}.input_layernorm.weight              model.layers.{i}.input_layernorm.weight
+  layers.{i}.post_attention_layernorm.weight     model.layers.{i}.post_attention_layernorm.weight
+  norm.weight (D,)                               model.norm.weight
+  lm_head.kernel (D, V), only if untied          lm_head.weight.T
+
+``layers`` is keyed by int; a checkpoint round trip may turn the keys into strings, which
+``nnx.merge`` accepts as well.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from grpo_jax.models.layers import DecoderLayer, RMSNorm, linear
+from grpo_jax.models.model_config import ModelConfig
+
+
+class Transformer(nnx.Module):
+  """Token embedding → num_layers × DecoderLayer → final RMSNorm → (tied) lm_head."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    D = cfg.hidden_dim
+    # std D^-1/2: with tied embeddings the initial logits then have unit scale.
+    self.embed_tokens = nnx.Embed(
+      cfg.vocab_size,
+      D,
+      dtype=cfg.compute_dtype,
+      param_dtype=cfg.weight_dtype,
+      embedding_init=jax.nn.initializers.normal(D**-0.5),
+      rngs=rngs,
+    )
+    self.layers = nnx.List([DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_layers)])
+    self.norm = RMSNorm(D, cfg.norm_eps, cfg.compute_dtype, cfg.weight_dtype)
+    self.lm_head = None if cfg.tie_embeddings else linear(cfg, D, cfg.vocab_size, rngs)
+
+  def __call__(self, tokens_BxL, positions_BxL, mask_BxLxS, kv_caches=None, cache_index=None):
+    """Final-norm hidden states and the per-layer (k, v) pairs.
+
+    ``mask_BxLxS`` is the boolean attention mask (query l may read key s). With ``kv_caches``
+    (one (k_BxSxHkxDh, v_BxSxHkxDh) per layer) the new keys are written at ``cache_index``
+    and the returned pairs are the updated caches.
+    """
+    x_BxLxD = self.embed_tokens(tokens_BxL)
+    new_kvs = []
+    for i, layer in enumerate(self.layers):
+      kv = None if kv_caches is None else kv_caches[i]
+      x_BxLxD, kv = layer(x_BxLxD, positions_BxL, mask_BxLxS, kv, cache_index)
+      new_kvs.append(kv)
+    return self.norm(x_BxLxD), tuple(new_kvs)
+
+  def logits(self, h_BxLxD: jax.Array) -> jax.Array:
+    """Unembedding in the compute dtype (callers cast to float32 before log-softmax)."""
+    if self.lm_head is None:
+      return self.embed_tokens.attend(h_BxLxD)
+    return self.lm_head(h_BxLxD)
+
+
+def init_params(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
+  """Random parameters as (graphdef, pure nested dict of arrays); created under one jit that is
+  compiled once per config (the key is traced)."""
+  graphdef, _ = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+  return graphdef, _make_params(cfg, jax.random.key(seed))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _make_params(cfg: ModelConfig, key: jax.Array) -> dict:
+  return nnx.to_pure_dict(nnx.state(Transformer(cfg, rngs=nnx.Rngs(key)), nnx.Param))
+
+
+def positions_from_mask(mask_BxL: jax.Array) -> jax.Array:
+  """RoPE positions cumsum(mask) − 1, clamped at 0: real tokens count 0, 1, 2 … whatever the
+  padding, so a left-padded row sees the same positions as its unpadded version."""
+  return jnp.maximum(jnp.cumsum(mask_BxL.astype(jnp.int32), axis=-1) - 1, 0)
+
+
+def causal_mask(mask_BxL: jax.Array) -> jax.Array:
+  """mask_BxLxL[b, q, k] = (k ≤ q) ∧ token k is real."""
+  L = mask_BxL.shape[-1]
+  causal_LxL = jnp.tril(jnp.ones((L, L), dtype=bool))
+  return causal_LxL[None] & mask_BxL.astype(bool)[:, None, :]
+
+
+def real_tokens(tokens_BxL: jax.Array, mask_BxL: jax.Array) -> jax.Array:
+  """Token 0 at padding. A pad id outside [0, V) (e.g. -1) would embed as NaN, and a NaN value
+  at a masked key still leaks through 0·NaN in the attention product."""
+  return jnp.where(mask_BxL.astype(bool), tokens_BxL, 0)
+
+
+def forward(
+  graphdef: nnx.GraphDef, params: dict, tokens_BxL: jax.Array, mask_BxL: jax.Array
+) -> jax.Array:
+  """logits_BxLxV of a padded batch (mask 1 = real token; padding left and/or right).
+
+  Causal attention that ignores padded keys; positions from ``positions_from_mask``. Logits at
+  padded positions are finite but meaningless. Pure: jit it and differentiate w.r.t. params.
+  """
+  model = nnx.merge(graphdef, params)
+  tokens_BxL = real_tokens(tokens_BxL, mask_BxL)
+  h_BxLxD, _ = model(tokens_BxL, positions_from_mask(mask_BxL), causal_mask(mask_BxL))
+  return model.logits(h_BxLxD)

@@ -1,0 +1,90 @@
+"""A static key/value cache and the two cached passes of the decoder: prefill and one step.
+
+Shape letters: N rows, P prompt slots, S = P + T cache slots, Hk kv heads, Dh head width,
+V vocab. Prompts are left-padded, so every row writes its t-th new token at the same slot
+P + t while its RoPE position (number of real tokens before it) differs per row.
+"""
+
+from __future__ import annotations
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from grpo_jax.models.transformer import (
+  Transformer,
+  causal_mask,
+  positions_from_mask,
+  real_tokens,
+)
+
+
+@flax.struct.dataclass
+class KVCache:
+  """Per-layer keys/values over S static slots plus which slots hold real tokens."""
+
+  k_NxSxHkxDh: tuple[jax.Array, ...]  # one per layer
+  v_NxSxHkxDh: tuple[jax.Array, ...]
+  valid_NxS: jax.Array  # bool: slot holds a real (non-padding) token
+  positions_N: jax.Array  # int32: RoPE position of the next token written
+  index: jax.Array  # int32 scalar: slot of the next token written
+
+  @property
+  def num_slots(self) -> int:
+    return self.valid_NxS.shape[1]
+
+
+def prefill(
+  model: Transformer, prompt_NxP: jax.Array, prompt_mask_NxP: jax.Array, num_slots: int
+) -> tuple[jax.Array, KVCache]:
+  """Runs the prompt once; returns the next-token logits_NxV (compute dtype) and a cache of
+  ``num_slots`` ≥ P slots holding the prompt's keys and values in slots [0, P).
+
+  Only the last position is unembedded: a P×V logits tensor is never built.
+  """
+  N, P = prompt_NxP.shape
+  tokens_NxP = real_tokens(prompt_NxP, prompt_mask_NxP)
+  h_NxPxD, kvs = model(
+    tokens_NxP, positions_from_mask(prompt_mask_NxP), causal_mask(prompt_mask_NxP)
+  )
+  logits_NxV = model.logits(h_NxPxD[:, -1])
+  pad = ((0, 0), (0, num_slots - P), (0, 0), (0, 0))
+  valid_NxS = jnp.pad(prompt_mask_NxP.astype(bool), ((0, 0), (0, num_slots - P)))
+  cache = KVCache(
+    k_NxSxHkxDh=tuple(jnp.pad(k, pad) for k, _ in kvs),
+    v_NxSxHkxDh=tuple(jnp.pad(v, pad) for _, v in kvs),
+    valid_NxS=valid_NxS,
+    positions_N=jnp.sum(prompt_mask_NxP.astype(jnp.int32), axis=1),
+    index=jnp.asarray(P, jnp.int32),
+  )
+  return logits_NxV, cache
+
+
+def decode_step(
+  model: Transformer, token_N: jax.Array, cache: KVCache
+) -> tuple[jax.Array, KVCache]:
+  """Feeds one token per row at slot ``cache.index``; returns next-token logits_NxV.
+
+  Cost is one token's projections plus attention over the S static slots (unwritten slots are
+  masked); the cache is updated in place with ``dynamic_update_slice``.
+  """
+  index = cache.index
+  valid_NxS = jax.lax.dynamic_update_slice(
+    cache.valid_NxS, jnp.ones((token_N.shape[0], 1), bool), (0, index)
+  )
+  h_Nx1xD, kvs = model(
+    token_N[:, None],
+    cache.positions_N[:, None],
+    valid_NxS[:, None, :],
+    kv_caches=tuple(zip(cache.k_NxSxHkxDh, cache.v_NxSxHkxDh)),
+    cache_index=index,
+  )
+  logits_NxV = model.logits(h_Nx1xD[:, 0])
+  cache = KVCache(
+    k_NxSxHkxDh=tuple(k for k, _ in kvs),
+    v_NxSxHkxDh=tuple(v for _, v in kvs),
+    valid_NxS=valid_NxS,
+    positions_N=cache.positions_N + 1,
+    index=index + 1,
+  )
+  return logits_NxV, cache

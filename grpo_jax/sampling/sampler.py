@@ -1,0 +1,169 @@
+"""Batched autoregressive sampling: one prefill, then a ``lax.while_loop`` over a static cache.
+
+Shape letters: N rows, P prompt slots (left-padded), T = max_new_tokens, V vocab.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from grpo_jax.sampling.kv_cache import KVCache, decode_step, prefill
+from grpo_jax.sampling.next_token import sample_next_token
+
+
+@flax.struct.dataclass
+class SampleOutput:
+  tokens_NxT: jax.Array  # int32; pad_id after a row's first EOS
+  mask_NxT: jax.Array  # int32; 1 for generated tokens up to and including the first EOS
+  logps_NxT: jax.Array  # float32; log π(token) under logits / τ, 0 where mask is 0
+  lengths_N: jax.Array  # int32; number of valid tokens (Σ_t mask)
+  truncated_N: jax.Array  # bool; no EOS within max_new_tokens
+
+
+@flax.struct.dataclass
+class DecodeState:
+  """The while-loop carry: column ``t`` of the outputs is written next."""
+
+  t: jax.Array  # int32 scalar
+  last_token_N: jax.Array  # the token fed to the next decode step
+  done_N: jax.Array  # bool: the row has emitted EOS
+  cache: KVCache
+  tokens_NxT: jax.Array
+  mask_NxT: jax.Array
+  logps_NxT: jax.Array
+
+
+def _emit(state: DecodeState, logits_NxV, rng, *, eos_id, pad_id, temperature, top_k, top_p):
+  """Samples token t for every row and records it; finished rows get pad_id, mask 0, logp 0."""
+  key = jax.random.fold_in(rng, state.t)
+  token_N, logp_N = sample_next_token(key, logits_NxV, temperature, top_k, top_p)
+  live_N = ~state.done_N
+  token_N = jnp.where(live_N, token_N, pad_id)
+  logp_N = jnp.where(live_N, logp_N, 0.0)
+  put = lambda buf, col: jax.lax.dynamic_update_index_in_dim(buf, col.astype(buf.dtype), state.t, 1)
+  return state.replace(
+    t=state.t + 1,
+    # Finished rows keep decoding (fixed shapes); feed them token 0, a valid id whatever
+    # pad_id is.
+    last_token_N=jnp.where(live_N, token_N, 0),
+    done_N=state.done_N | (live_N & (token_N == eos_id)),
+    tokens_NxT=put(state.tokens_NxT, token_N),
+    mask_NxT=put(state.mask_NxT, live_N),
+    logps_NxT=put(state.logps_NxT, logp_N),
+  )
+
+
+@functools.partial(
+  jax.jit,
+  static_argnames=(
+    "graphdef",
+    "max_new_tokens",
+    "eos_id",
+    "pad_id",
+    "temperature",
+    "top_k",
+    "top_p",
+  ),
+)
+def _sample_jit(
+  params,
+  prompt_NxP,
+  prompt_mask_NxP,
+  rng,
+  *,
+  graphdef,
+  max_new_tokens,
+  eos_id,
+  pad_id,
+  temperature,
+  top_k,
+  top_p,
+) -> SampleOutput:
+  model = nnx.merge(graphdef, params)
+  N, P = prompt_NxP.shape
+  T = max_new_tokens
+  emit = functools.partial(
+    _emit, rng=rng, eos_id=eos_id, pad_id=pad_id, temperature=temperature, top_k=top_k, top_p=top_p
+  )
+  logits_NxV, cache = prefill(model, prompt_NxP, prompt_mask_NxP, P + T)
+  state = DecodeState(
+    t=jnp.asarray(0, jnp.int32),
+    last_token_N=jnp.zeros((N,), jnp.int32),
+    done_N=jnp.zeros((N,), bool),
+    cache=cache,
+    tokens_NxT=jnp.full((N, T), pad_id, jnp.int32),
+    mask_NxT=jnp.zeros((N, T), jnp.int32),
+    logps_NxT=jnp.zeros((N, T), jnp.float32),
+  )
+  # Token 0 comes from the prefill logits; each loop iteration feeds the previous token and
+  # samples the next, so no decode step is wasted after the last token.
+  state = emit(state, logits_NxV)
+
+  def cond(s: DecodeState):
+    return (s.t < T) & ~jnp.all(s.done_N)
+
+  def body(s: DecodeState):
+    logits_NxV, cache = decode_step(model, s.last_token_N, s.cache)
+    return emit(s.replace(cache=cache), logits_NxV)
+
+  state = jax.lax.while_loop(cond, body, state)
+  return SampleOutput(
+    tokens_NxT=state.tokens_NxT,
+    mask_NxT=state.mask_NxT,
+    logps_NxT=state.logps_NxT,
+    lengths_N=jnp.sum(state.mask_NxT, axis=1),
+    truncated_N=~state.done_N,
+  )
+
+
+def sample(
+  graphdef: nnx.GraphDef,
+  params: dict,
+  prompt_NxP: jax.Array,
+  prompt_mask_NxP: jax.Array,
+  rng: jax.Array,
+  *,
+  max_new_tokens: int,
+  eos_id: int,
+  pad_id: int,
+  temperature: float = 1.0,
+  top_k: int = 0,
+  top_p: float = 1.0,
+) -> SampleOutput:
+  """Samples up to ``max_new_tokens`` tokens after each LEFT-padded prompt.
+
+  One jitted program (compiled once per graphdef, shapes and settings): a prefill over the
+  prompt, then a ``lax.while_loop`` of single-token decode steps over a static KV cache of
+  P + T slots, stopping early once every row has emitted ``eos_id``. ``temperature == 0`` is
+  greedy (its log-probs are then under τ = 1); ``top_k = 0`` and ``top_p = 1.0`` switch
+  truncation off. Log-probs are under log softmax(logits / τ) *before* truncation, i.e. what
+  ``models.token_logps`` recomputes on prompt + completion (METHODS §16); with top-k/top-p on,
+  the tokens come from the truncated distribution, so the rollouts are off-policy w.r.t.
+  those log-probs (importance ratios are then biased; keep truncation off for training).
+  Prompt arrays may be sharded over a mesh's batch axis (params replicated); the outputs
+  follow the batch sharding. Every row needs at least one real prompt token.
+  """
+  if max_new_tokens < 1:
+    raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+  if temperature < 0 or not 0.0 < top_p <= 1.0 or top_k < 0:
+    raise ValueError(
+      f"bad sampling settings: temperature={temperature}, top_k={top_k}, top_p={top_p}"
+    )
+  return _sample_jit(
+    params,
+    prompt_NxP,
+    prompt_mask_NxP,
+    rng,
+    graphdef=graphdef,
+    max_new_tokens=int(max_new_tokens),
+    eos_id=int(eos_id),
+    pad_id=int(pad_id),
+    temperature=float(temperature),
+    top_k=int(top_k),
+    top_p=float(top_p),
+  )
