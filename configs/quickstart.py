@@ -17,5 +17,5 @@ from grpo_jax.config_file import parse_arg
 def get_config(arg=None):
   cfg = base_config()
   args = parse_arg(arg)
-  cfg.steps = int(args.get("steps", 60))
+  cfg.steps = int(args.get("steps", 200))
   return cfg

@@ -78,3 +78,15 @@ def test_every_config_file_builds(path):
   assert isinstance(cfg, ConfigDict)
   assert cfg.sampling.group_size >= 1 and cfg.steps >= 1
   assert len(config_file.content_hash(cfg)) == 16
+
+
+@pytest.mark.parametrize("arg,key,expected", [
+    ("anchor=fixed,c=0.4", "hadw.fixed_anchor", 0.4),
+    ("anchor=fixed,c=0.6", "hadw.anchor", "fixed"),
+    ("enabled=0", "hadw.enabled", False),
+    ("lam=2.0", "hadw.lambda_scale", 2.0),
+])
+def test_hadw_variants_reach_the_config(arg, key, expected):
+  cfg = config_file.load(str(ROOT / "configs/quickstart_hadw.py") + ":" + arg)
+  group, leaf = key.split(".")
+  assert cfg[group][leaf] == expected

@@ -60,7 +60,9 @@ def test_launcher_rejects_misspelt_key(tmp_path):
 
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
-  overrides = ["--config.steps=8", "--config.checkpoint.every=4", "--config.eval.after=false"]
+  # HA-DW on: its anchor history lives in the checkpointed state, so resuming must restore it.
+  overrides = ["--config.steps=8", "--config.checkpoint.every=4", "--config.eval.after=false",
+               "--config.hadw.enabled=true", "--config.hadw.history=3"]
   killed = tmp_path / "killed"
   proc = subprocess.Popen(LAUNCH + ["--workdir", str(killed)] + overrides, env=_env(),
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -90,6 +92,9 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
   assert s1 == s2 == 8
   for a, b in zip(jax.tree.leaves(p_killed), jax.tree.leaves(p_straight)):
     np.testing.assert_array_equal(a, b)
+  anchors = [[json.loads(x)["hadw/anchor"] for x in (d / "metrics.jsonl").read_text().splitlines()]
+             for d in (killed, straight)]
+  assert anchors[0] == anchors[1]
 
 
 def test_non_finite_loss_stops_run_without_checkpoint(tmp_path, monkeypatch):
