@@ -23,9 +23,12 @@ SPECIAL_TOKENS = (PAD_TOKEN, EOS_TOKEN, UNK_TOKEN)
 CHARACTERS = "0123456789+-*=,:;"
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
-  """A fresh character tokenizer; pad id 0, eos id 1, unknown characters map to ``<unk>``."""
-  vocab = {tok: i for i, tok in enumerate(list(SPECIAL_TOKENS) + list(CHARACTERS))}
+def build_tokenizer(characters: str = CHARACTERS) -> PreTrainedTokenizerFast:
+  """A fresh character tokenizer; pad id 0, eos id 1, unknown characters map to ``<unk>``.
+
+  ``characters`` defaults to the countdown alphabet; tests of other tasks pass their own.
+  """
+  vocab = {tok: i for i, tok in enumerate(list(SPECIAL_TOKENS) + list(dict.fromkeys(characters)))}
   backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK_TOKEN))
   # Every character is its own word; special tokens are matched before this split runs.
   backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")

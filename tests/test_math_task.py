@@ -1,0 +1,63 @@
+"""The math task adapter: fixed-width left-padded prompts, a seeded stream, verified rewards."""
+
+import json
+import string
+
+import numpy as np
+import pytest
+
+from grpo_jax.data.math.load import load_math_dataset
+from grpo_jax.data.math.task import MathTask
+from grpo_jax.data.tokenizer import build_tokenizer
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+  path = tmp_path_factory.mktemp("math") / "train.jsonl"
+  rows = [{"problem": f"What is {a} + {a}?", "answer": str(2 * a)} for a in range(1, 13)]
+  rows.append({"problem": "x" * 400, "answer": "1"})  # too long for the prompt width
+  path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+  tok = build_tokenizer(string.printable)
+  loaded, _ = load_math_dataset("aime24", str(path))
+  return MathTask(tok, loaded, {"aime24": loaded[:4]}, template="hadw", max_prompt_tokens=96)
+
+
+def test_prompts_are_left_padded_to_the_fixed_width(task):
+  rows = task.train_problems(0, 3)
+  tokens_BxP = task.encode_prompts(rows)
+  assert tokens_BxP.shape == (3, task.prompt_len)
+  for row, toks in zip(rows, tokens_BxP):
+    real = toks[toks != task.pad_id]
+    assert task.tokenizer.decode(real.tolist()) == task.prompt_text(row)
+    assert np.all(toks[: task.prompt_len - len(real)] == task.pad_id)
+
+
+def test_too_long_prompts_are_dropped_and_counted(task):
+  assert task.dropped_too_long == 1 and len(task.train_rows) == 12
+  assert all(len(r["input_ids"]) <= task.prompt_len for r in task.train_rows)
+
+
+def test_training_stream_is_deterministic_and_covers_each_epoch(task):
+  n = len(task.train_rows)
+  first = [r["id"] for r in task.train_problems(0, n)]
+  assert sorted(first) == sorted(r["id"] for r in task.train_rows)
+  assert first == [r["id"] for r in task.train_problems(0, n)]
+  split = [r["id"] for r in task.train_problems(0, 5) + task.train_problems(5, n - 5)]
+  assert split == first
+  assert [r["id"] for r in task.train_problems(n, n)] != first  # a new permutation per epoch
+
+
+def test_rewards_are_verified_and_counted(task):
+  rows = task.eval_problems()[:2]
+  golds = [r["answer"] for r in rows]
+  completions = [f"so \\boxed{{{golds[0]}}}", "I think Answer: 999"]
+  rewards_N = task.rewards(rows, completions)
+  np.testing.assert_array_equal(rewards_N, [1.0, 0.0])
+  assert task.last_reward_counts["reward/fastpath"] >= 1
+
+
+def test_decode_uses_only_masked_tokens(task):
+  ids = task.tokenizer("Answer: 4", add_special_tokens=False)["input_ids"]
+  tokens = np.array([ids + [task.eos_id, 5, 5]])
+  mask = np.array([[1] * (len(ids) + 1) + [0, 0]])
+  assert task.decode(tokens, mask) == ["Answer: 4"]
