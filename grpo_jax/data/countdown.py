@@ -145,6 +145,10 @@ class CountdownTask:
       raise ValueError(f"asked for {count} eval problems; data.eval_size is {self.eval_size}")
     return list(self._eval[:count])
 
+  def benchmarks(self, count: int | None = None) -> dict[str, list[Problem]]:
+    """Named evaluation sets: here the one held-out split."""
+    return {"countdown": self.eval_problems(count)}
+
   def solutions(self, p: Problem) -> list[tuple[str, str]]:
     """Every valid (plan, expression) answer, sorted."""
     return list(self._table(p.numbers).get(p.target, []))

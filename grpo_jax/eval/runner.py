@@ -10,6 +10,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval import passk
 from grpo_jax.train.rollout import SampleSettings, generate
 
@@ -49,8 +50,25 @@ def evaluate(graphdef, params, task, problems, eval_cfg, max_new_tokens: int, rn
   settings = SampleSettings(max_new_tokens, eval_cfg.temperature, 0, eval_cfg.top_p)
   out = sample_and_grade(graphdef, params, task, problems, eval_cfg.num_samples, rng, settings,
                          mesh, chunk_problems, progress, desc)
-  summary = passk.summarize(out["correct_PxN"], tuple(eval_cfg.ks),
-                            lengths_PxN=out["lengths_PxN"], truncated_PxN=out["truncated_PxN"])
+  ks = tuple(k for k in eval_cfg.ks if k <= eval_cfg.num_samples)
+  summary = passk.summarize(out["correct_PxN"], ks, lengths_PxN=out["lengths_PxN"],
+                            truncated_PxN=out["truncated_PxN"])
+  levels = bench_lib.levels_of(problems)
+  if levels is not None:
+    summary["by_level"] = bench_lib.by_level(out["correct_PxN"], levels, ks)
   summary["sampling"] = {"temperature": eval_cfg.temperature, "top_p": eval_cfg.top_p,
                          "n": eval_cfg.num_samples, "max_new_tokens": max_new_tokens}
   return summary
+
+
+def evaluate_benchmarks(graphdef, params, task, eval_cfg, max_new_tokens: int, rng, mesh,
+                        chunk_problems: int, workdir, step: int, progress: bool = True) -> dict:
+  """Evaluates every benchmark of the task, writing ``eval/<benchmark>_step<step>.json`` and
+  refreshing ``eval/summary.md``. Returns ``{benchmark: result}``."""
+  results = {}
+  for name, problems in task.benchmarks(eval_cfg.num_problems).items():
+    result = evaluate(graphdef, params, task, problems, eval_cfg, max_new_tokens, rng, mesh,
+                      chunk_problems, progress, desc=f"eval {name}")
+    bench_lib.write_result(workdir, name, step, result)
+    results[name] = result
+  return results

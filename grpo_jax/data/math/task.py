@@ -86,6 +86,10 @@ class MathTask:
     rows = self.eval_sets[name]
     return rows if count is None else rows[:count]
 
+  def benchmarks(self, count: int | None = None) -> dict[str, list[dict]]:
+    """Every evaluation set (``data.eval_sets``), each cut to ``count`` problems."""
+    return {name: self.eval_problems(count, name) for name in self.eval_sets}
+
   def encode_prompts(self, rows: list[dict]) -> np.ndarray:
     """int32 [B, P], left-padded with ``pad_id``."""
     out = np.full((len(rows), self.prompt_len), self.pad_id, np.int32)

@@ -1,0 +1,90 @@
+"""Benchmark evaluation files: ``eval/<benchmark>_step<k>.json`` and a Markdown summary table.
+
+Each result names its sampling settings (temperature, top-p, n, max tokens) and carries pass@k
+for k ≤ n with bootstrap 95% CIs, maj@k where answers are known, mean length, truncation rate and,
+when the problems carry a difficulty level (``meta.level``, e.g. MATH500), the same per level.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+
+from grpo_jax.eval import passk
+
+SUMMARY_KEYS = ("pass@1", "pass@16", "pass@8", "len_mean", "truncated_frac")
+
+
+def levels_of(problems) -> list | None:
+  """``meta.level`` of each problem, or None when the problems have no levels."""
+  out = []
+  for p in problems:
+    meta = p.get("meta", {}) if isinstance(p, dict) else {}
+    if "level" not in (meta or {}):
+      return None
+    out.append(meta["level"])
+  return out
+
+
+def by_level(correct_PxN: np.ndarray, levels: list, ks) -> dict:
+  table = {}
+  for level in sorted(set(levels), key=str):
+    rows = np.array([lv == level for lv in levels])
+    table[str(level)] = {f"pass@{k}": float(passk.pass_at_k_array(correct_PxN[rows], k).mean())
+                         for k in ks}
+    table[str(level)]["num_problems"] = int(rows.sum())
+  return table
+
+
+def result_path(workdir: str | pathlib.Path, benchmark: str, step: int) -> pathlib.Path:
+  return pathlib.Path(workdir) / "eval" / f"{benchmark}_step{step}.json"
+
+
+def write_result(workdir, benchmark: str, step: int, result: dict) -> pathlib.Path:
+  path = result_path(workdir, benchmark, step)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps({"benchmark": benchmark, "step": step, **result}, indent=2,
+                             sort_keys=True, default=str) + "\n")
+  write_summary(workdir)
+  return path
+
+
+def read_results(workdir) -> list[dict]:
+  folder = pathlib.Path(workdir) / "eval"
+  if not folder.exists():
+    return []
+  out = []
+  for path in sorted(folder.glob("*_step*.json")):
+    row = json.loads(path.read_text())
+    if "benchmark" in row:
+      out.append(row)
+  return sorted(out, key=lambda r: (r["benchmark"], r["step"]))
+
+
+def summary_table(results: list[dict]) -> str:
+  """One Markdown row per (benchmark, step): the summary keys present, with CIs for pass@k."""
+  keys = [k for k in SUMMARY_KEYS if any(k in r for r in results)]
+  lines = ["| benchmark | step | sampling | " + " | ".join(keys) + " |",
+           "|---|---|---|" + "---|" * len(keys)]
+  for r in results:
+    s = r.get("sampling", {})
+    cells = []
+    for k in keys:
+      if k not in r:
+        cells.append("")
+      elif f"{k}_ci" in r:
+        lo, hi = r[f"{k}_ci"]
+        cells.append(f"{r[k]:.3f} [{lo:.3f}, {hi:.3f}]")
+      else:
+        cells.append(f"{r[k]:.3f}")
+    name = f"T={s.get('temperature')}, p={s.get('top_p')}, n={s.get('n')}"
+    lines.append(f"| {r['benchmark']} | {r['step']} | {name} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def write_summary(workdir) -> pathlib.Path:
+  path = pathlib.Path(workdir) / "eval" / "summary.md"
+  path.write_text(summary_table(read_results(workdir)) + "\n")
+  return path
