@@ -3,7 +3,10 @@
 ``{"params", "opt_state", "anchor", "step", "rng", "data_pos"}``: policy parameters (pure dict of
 arrays), optax state, the HA-DW anchor state (METHODS §3), the number of RL updates done, the
 run's base PRNG key (per-step keys are ``fold_in(rng, step)``, so a resumed run draws the same
-numbers), and the position of the next training prompt in the task's stream.
+numbers), and the position of the next training prompt in the task's stream. With
+``loss.kl_coef != 0`` also ``ref_params``: a frozen copy of the initial policy (the reference of
+the KL penalty, METHODS §4), sharded like ``params`` and checkpointed with them; without KL it
+is absent and no reference forward pass exists.
 """
 
 from __future__ import annotations
@@ -16,14 +19,24 @@ from grpo_jax import advantages
 
 
 def init_state(params, optimizer: optax.GradientTransformation, cfg) -> dict:
-  return {
-      "params": params,
-      "opt_state": optimizer.init(params),
-      "anchor": advantages.init_anchor(cfg),
-      "step": jnp.zeros((), jnp.int32),
-      "rng": jax.random.PRNGKey(cfg.seed),
-      "data_pos": jnp.zeros((), jnp.int32),
+  state = {
+    "params": params,
+    "opt_state": optimizer.init(params),
+    "anchor": advantages.init_anchor(cfg),
+    "step": jnp.zeros((), jnp.int32),
+    "rng": jax.random.PRNGKey(cfg.seed),
+    "data_pos": jnp.zeros((), jnp.int32),
   }
+  if uses_reference(cfg):
+    # A copy, not an alias: the update donates the state, and one buffer may not be donated
+    # twice.
+    state["ref_params"] = jax.tree.map(jnp.copy, params)
+  return state
+
+
+def uses_reference(cfg) -> bool:
+  """Whether the run keeps and runs a reference model (``loss.kl_coef != 0``)."""
+  return float(cfg.loss.kl_coef) != 0.0
 
 
 def step_keys(rng, step: int) -> dict[str, jax.Array]:

@@ -1,14 +1,22 @@
 """The GRPO update as ONE jitted function over the mesh.
 
-state, batch -> state', metrics. Inside: recompute log-probs of the sampled completions, group
-advantages by segment reductions (``grpo_jax.advantages.compute``, METHODS §1-3), the clipped
-surrogate (``grpo_jax.losses.policy_loss``, METHODS §4), and an optax step. The state is donated;
+state, batch -> state', metrics. Inside: group advantages by segment reductions
+(``grpo_jax.advantages.compute``, METHODS §1-3) on the whole batch; the reference model's
+log-probs (only when ``loss.kl_coef != 0``); then μ = ``loss.num_iterations`` ×
+``loss.num_minibatches`` optimizer steps, each one the clipped surrogate
+(``grpo_jax.losses.policy_loss``, METHODS §4) summed over micro-batches of
+``loss.micro_batch_size`` rows with the minibatch's denominators. The state is donated;
 shardings are explicit (batch rows split over data × fsdp).
+
+Old log-probs (METHODS §15): with μ = 1 the old policy IS the current one, so
+old = stop_gradient(logπ_θ) inside the loss (ratio exactly 1, no extra forward pass); with μ > 1
+they are the trainer's own recomputation, once, before the first step, and stay fixed.
 
 Batch keys (N rows, P prompt tokens, T completion tokens, L = P + T):
   tokens_NxL, input_mask_NxL (1 = real token), completion_mask_NxT (1 = completion token up to
   and including EOS), sample_logps_NxT (the sampler's log-probs), rewards_N, group_ids_N,
-  subgroup_ids_N.
+  subgroup_ids_N; optional loss_mask_N (0 = row kept for the baseline but out of the loss, e.g.
+  DAPO's overlong filter). Other keys are ignored.
 """
 
 from __future__ import annotations
@@ -21,6 +29,13 @@ from grpo_jax import advantages as adv_lib
 from grpo_jax import losses as loss_lib
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.train.microbatch import (
+  accumulate_grads,
+  map_rows,
+  num_parts,
+  row_blocks,
+  split_rows,
+)
 from grpo_jax.train.state import step_keys
 
 
@@ -36,57 +51,170 @@ def rollout_metrics(batch: dict, logps_NxT) -> dict:
   valid_N = batch["group_ids_N"] >= 0
   lengths_N = jnp.sum(mask_NxT, axis=1).astype(jnp.float32)
   return {
-      "rollout/logp_gap_mean": _masked_mean(gap_NxT, mask_NxT),
-      "rollout/logp_gap_max": jnp.max(jnp.where(mask_NxT > 0, gap_NxT, 0.0)),
-      "reward/mean": _masked_mean(batch["rewards_N"], valid_N),
-      "response/len_mean": _masked_mean(lengths_N, valid_N),
+    "rollout/logp_gap_mean": _masked_mean(gap_NxT, mask_NxT),
+    "rollout/logp_gap_max": jnp.max(jnp.where(mask_NxT > 0, gap_NxT, 0.0)),
+    "reward/mean": _masked_mean(batch["rewards_N"], valid_N),
+    "response/len_mean": _masked_mean(lengths_N, valid_N),
   }
 
 
-def make_update_step(graphdef, optimizer: optax.GradientTransformation, cfg, mesh,
-                     state_shardings, prompt_len: int):
-  """Returns ``update(state, batch) -> (state, metrics)``, jitted with donated state."""
-  temperature = float(cfg.sampling.temperature)
+def make_update_step(
+  graphdef, optimizer: optax.GradientTransformation, cfg, mesh, state_shardings, prompt_len: int
+):
+  """Returns ``update(state, batch) -> (state, metrics)``, jitted with donated state.
 
-  def completion_logps(params, batch):
-    logps_NxL = models.token_logps(graphdef, params, batch["tokens_NxL"],
-                                   batch["input_mask_NxL"], temperature)
-    return logps_NxL[:, prompt_len:]
+  ``state`` must hold ``ref_params`` (see ``init_state``) when ``loss.kl_coef != 0``; with
+  ``kl_coef = 0`` the reference model is never run. Metrics of the μ optimizer steps are
+  averaged over the steps (``update/steps`` = μ); ``params/norm`` is after the last step.
+  """
+  devices = shard_lib.batch_size_multiple(mesh)
+  jitted = jax.jit(
+    make_update_fn(graphdef, optimizer, cfg, prompt_len, devices),
+    in_shardings=(state_shardings, shard_lib.batch_sharding(mesh)),
+    out_shardings=(state_shardings, shard_lib.replicated(mesh)),
+    donate_argnums=0,
+  )
+  return jitted
+
+
+def make_update_fn(
+  graphdef, optimizer: optax.GradientTransformation, cfg, prompt_len: int, devices: int = 1
+):
+  """The un-jitted ``update(state, batch) -> (state, metrics)`` (see :func:`make_update_step`).
+
+  ``devices``: data-parallel devices the rows are split over; minibatches and micro-batches
+  take an equal sub-block of every device's rows (``grpo_jax.train.microbatch``).
+  """
+  temperature = float(cfg.sampling.temperature)
+  use_kl = float(cfg.loss.kl_coef) != 0.0
+  use_entropy = float(cfg.loss.entropy_coef) != 0.0
+  iterations, minibatches = int(cfg.loss.num_iterations), int(cfg.loss.num_minibatches)
+  if iterations < 1 or minibatches < 1:
+    raise ValueError(
+      f"loss.num_iterations ({iterations}) and loss.num_minibatches ({minibatches}) must be >= 1"
+    )
+  micro_rows = int(cfg.loss.micro_batch_size)
+
+  def completion_logps(params, rows, with_entropy=False):
+    out = models.token_logps(
+      graphdef,
+      params,
+      rows["tokens_NxL"],
+      rows["input_mask_NxL"],
+      temperature,
+      with_entropy=with_entropy,
+    )
+    return jax.tree.map(lambda x: x[:, prompt_len:], out)
+
+  def loss_fn(params, rows, denoms):
+    if use_entropy:
+      logps_NxT, entropy_NxT = completion_logps(params, rows, with_entropy=True)
+    else:
+      logps_NxT = completion_logps(params, rows)
+      # No bonus: loss/entropy is only a metric, the sample estimate E[−logπ(y_t)] of the
+      # entropy, free from the log-probs at hand (no extra pass over the vocabulary).
+      entropy_NxT = jax.lax.stop_gradient(-logps_NxT)
+    # μ = 1: the old policy is the current one, so the ratio is 1 exactly (METHODS §15) and
+    # only its gradient matters.
+    old_logps_NxT = rows.get("old_logps_NxT", jax.lax.stop_gradient(logps_NxT))
+    loss, aux = loss_lib.policy_loss(
+      logps_NxT,
+      old_logps_NxT,
+      rows["advantages_N"],
+      rows["mask_NxT"],
+      cfg.loss,
+      denoms,
+      ref_logps_NxT=rows.get("ref_logps_NxT"),
+      entropy_NxT=entropy_NxT,
+    )
+    return loss, (aux, jax.lax.stop_gradient(logps_NxT))
+
+  def optimizer_step(params, opt_state, rows):
+    """One optax step on these rows, micro-batched; denominators from the rows' final mask."""
+    denoms = loss_lib.denominators(rows["mask_NxT"], cfg.loss)
+    n = rows["mask_NxT"].shape[0]
+    k = num_parts(n, micro_rows, "loss.micro_batch_size")
+    (loss, aux, logps_NxT), grads = accumulate_grads(
+      lambda p, r: loss_fn(p, r, denoms), params, rows, k, row_blocks(n, k, devices)
+    )
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    stats = {
+      "loss/total": loss,
+      "grad/norm": optax.global_norm(grads),
+      "update/norm": optax.global_norm(updates),
+      **aux,
+    }
+    return params, opt_state, stats, logps_NxT
 
   def update(state, batch):
     keys = step_keys(state["rng"], state["step"])
     advantages_N, anchor, adv_aux = adv_lib.compute(
-        batch["rewards_N"], batch["group_ids_N"], batch["subgroup_ids_N"], cfg, state["anchor"],
-        keys["advantage"])
+      batch["rewards_N"],
+      batch["group_ids_N"],
+      batch["subgroup_ids_N"],
+      cfg,
+      state["anchor"],
+      keys["advantage"],
+    )
     mask_NxT = batch["completion_mask_NxT"]
-    denoms = loss_lib.denominators(mask_NxT, cfg.loss)
-
-    def loss_fn(params):
-      logps_NxT = completion_logps(params, batch)
-      # One on-policy update per batch: the old policy is the current one, so the ratio is 1
-      # exactly (METHODS §15) and only its gradient matters.
-      old_logps_NxT = jax.lax.stop_gradient(logps_NxT)
-      loss, aux = loss_lib.policy_loss(logps_NxT, old_logps_NxT, advantages_N, mask_NxT, cfg.loss,
-                                       denoms)
-      return loss, (aux, logps_NxT)
-
-    (loss, (loss_aux, logps_NxT)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        state["params"])
-    updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
-    params = optax.apply_updates(state["params"], updates)
-    metrics = {
-        "loss/total": loss,
-        "grad/norm": optax.global_norm(grads),
-        "update/norm": optax.global_norm(updates),
-        "params/norm": optax.global_norm(params),
-        **loss_aux,
-        **adv_aux,
-        **rollout_metrics(batch, jax.lax.stop_gradient(logps_NxT)),
+    if "loss_mask_N" in batch:
+      mask_NxT = mask_NxT * batch["loss_mask_N"][:, None].astype(mask_NxT.dtype)
+    rows = {
+      "tokens_NxL": batch["tokens_NxL"],
+      "input_mask_NxL": batch["input_mask_NxL"],
+      "mask_NxT": mask_NxT,
+      "advantages_N": advantages_N,
     }
-    new_state = dict(state, params=params, opt_state=opt_state, anchor=anchor,
-                     step=state["step"] + 1)
+    num_rows = mask_NxT.shape[0]
+    chunks = num_parts(num_rows, micro_rows, "loss.micro_batch_size")
+    forward = lambda params: jax.lax.stop_gradient(
+      map_rows(
+        lambda r: completion_logps(params, r), rows, chunks, row_blocks(num_rows, chunks, devices)
+      )
+    )
+    if use_kl:
+      if "ref_params" not in state:
+        raise ValueError("loss.kl_coef != 0 needs state['ref_params'] (init_state adds it)")
+      rows["ref_logps_NxT"] = forward(state["ref_params"])
+
+    if iterations * minibatches == 1:
+      params, opt_state, stats, logps_NxT = optimizer_step(
+        state["params"], state["opt_state"], rows
+      )
+    else:
+      # Old log-probs: the trainer's recomputation, once, before the first step (METHODS §15).
+      logps_NxT = forward(state["params"])
+      rows["old_logps_NxT"] = logps_NxT
+      if num_rows % minibatches:
+        raise ValueError(f"loss.num_minibatches = {minibatches} must divide the {num_rows} rows")
+      # Contiguous minibatches (whole groups, whatever the mesh): which rows share an optimizer
+      # step must not depend on the device count. Micro-batches may follow the devices: they
+      # only change the summation order.
+      parts = split_rows(rows, minibatches)
+
+      def minibatch(carry, part):
+        params, opt_state, stats, _ = optimizer_step(*carry, part)
+        return (params, opt_state), stats
+
+      def iteration(carry, _):
+        return jax.lax.scan(minibatch, carry, parts)
+
+      (params, opt_state), stats = jax.lax.scan(
+        iteration, (state["params"], state["opt_state"]), None, length=iterations
+      )
+      stats = jax.tree.map(jnp.mean, stats)
+
+    metrics = {
+      **stats,
+      "params/norm": optax.global_norm(params),
+      "update/steps": jnp.asarray(iterations * minibatches, jnp.float32),
+      **adv_aux,
+      **rollout_metrics(batch, logps_NxT),
+    }
+    new_state = dict(
+      state, params=params, opt_state=opt_state, anchor=anchor, step=state["step"] + 1
+    )
     return new_state, metrics
 
-  batch_sharding = shard_lib.batch_sharding(mesh)
-  return jax.jit(update, in_shardings=(state_shardings, batch_sharding),
-                 out_shardings=(state_shardings, shard_lib.replicated(mesh)), donate_argnums=0)
+  return update

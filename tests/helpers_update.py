@@ -1,0 +1,112 @@
+"""Shared set-up for the update tests: the tiny model, a state, and a synthetic batch (no
+sampling, so each test compiles only the update)."""
+
+import functools
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from grpo_jax import config_file, models
+from grpo_jax import sharding as shard_lib
+from grpo_jax.train import loop
+from grpo_jax.train.optimizer import make_optimizer
+from grpo_jax.train.state import init_state
+from grpo_jax.train.update import make_update_step
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def load(overrides=()):
+  """configs/tiny_test.py + overrides, warmup off (the first step has the full rate)."""
+  return config_file.load(
+    str(ROOT / "configs/tiny_test.py"), ["optimizer.warmup_steps=0", *overrides]
+  )
+
+
+@functools.cache
+def setup(overrides=(), num_devices=1, sgd=False):
+  """(cfg, mesh, task, graphdef, state, update) for configs/tiny_test.py + overrides (cached:
+  ``run`` copies the state, so one compiled update serves every test with these settings).
+
+  ``sgd``: plain SGD at rate 1, so θ0 − θ1 is the gradient; else the config's AdamW."""
+  cfg = load(tuple(overrides))
+  mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[:num_devices])
+  task = loop.build_task(cfg)
+  model_cfg = models.ModelConfig.from_config(cfg.model, vocab_size=len(task.tokenizer))
+  graphdef, params = models.init_params(model_cfg, cfg.seed)
+  optimizer = optax.sgd(1.0) if sgd else make_optimizer(cfg.optimizer)
+  state = init_state(params, optimizer, cfg)
+  shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
+  state = jax.device_put(state, shardings)
+  update = make_update_step(graphdef, optimizer, cfg, mesh, shardings, task.prompt_len)
+  return cfg, mesh, task, graphdef, state, update
+
+
+def synthetic_batch(cfg=None, task=None, seed=0):
+  """B·G rows of random tokens with unequal completion lengths and mixed rewards per group."""
+  cfg = load() if cfg is None else cfg
+  task = loop.build_task(cfg) if task is None else task
+  rng = np.random.default_rng(seed)
+  B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
+  N, P, T = B * G, task.prompt_len, cfg.sampling.max_new_tokens
+  V = len(task.tokenizer)
+  lengths_N = rng.integers(1, T + 1, N)
+  mask_NxT = (np.arange(T)[None] < lengths_N[:, None]).astype(np.int32)
+  completion_NxT = np.where(mask_NxT > 0, rng.integers(0, V, (N, T)), task.pad_id)
+  tokens_NxL = np.concatenate([rng.integers(0, V, (N, P)), completion_NxT], axis=1)
+  rewards_N = rng.integers(0, 2, N).astype(np.float32)
+  rewards_N[::G], rewards_N[1::G] = 0.0, 1.0  # every group has signal
+  group_ids_N = np.repeat(np.arange(B, dtype=np.int32), G)
+  return {
+    "tokens_NxL": tokens_NxL.astype(np.int32),
+    "input_mask_NxL": np.concatenate([np.ones((N, P), np.int32), mask_NxT], axis=1),
+    "completion_mask_NxT": mask_NxT,
+    "sample_logps_NxT": np.zeros((N, T), np.float32),
+    "rewards_N": rewards_N,
+    "group_ids_N": group_ids_N,
+    "subgroup_ids_N": group_ids_N.copy(),
+    # Every fifth row stays in its group's baseline but out of the loss (overlong filter).
+    "loss_mask_N": (np.arange(N) % 5 != 0).astype(np.int32),
+  }
+
+
+def fresh(state):
+  """A copy of the state (the update donates its input)."""
+  return jax.tree.map(jnp.copy, state)
+
+
+def run(update, state, batch, mesh):
+  """(new state on the host, metrics as floats) of one update from a copy of ``state``."""
+  new_state, metrics = update(fresh(state), shard_lib.shard_batch(batch, mesh))
+  host = jax.device_get(metrics)
+  return jax.device_get(new_state), {k: float(np.asarray(v)) for k, v in host.items()}
+
+
+def completion_logps(graphdef, params, batch, cfg, task):
+  """log π of the batch's completion tokens under ``params`` (host float64)."""
+  out = models.token_logps(
+    graphdef,
+    params,
+    jnp.asarray(batch["tokens_NxL"]),
+    jnp.asarray(batch["input_mask_NxL"]),
+    cfg.sampling.temperature,
+  )
+  return np.asarray(out, np.float64)[:, task.prompt_len :]
+
+
+def rel_diff(tree_a, tree_b):
+  """||a − b|| / ||a|| over all leaves (float64)."""
+  a = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(tree_a)])
+  b = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(tree_b)])
+  return float(np.linalg.norm(a - b) / np.linalg.norm(a))
+
+
+def sgd_grad(overrides, batch, num_devices=1):
+  """(gradient θ0 − θ1 of one SGD-rate-1 update, metrics)."""
+  _, mesh, _, _, state, update = setup(tuple(overrides), num_devices, sgd=True)
+  new_state, metrics = run(update, state, batch, mesh)
+  grads = jax.tree.map(lambda a, b: a - b, jax.device_get(state["params"]), new_state["params"])
+  return grads, metrics

@@ -1,0 +1,164 @@
+"""DAPO batch shaping around a rollout: dynamic sampling, overlong filter and penalty."""
+
+import jax
+import numpy as np
+import pytest
+
+from grpo_jax.config import base_config
+from grpo_jax.train import dynamic_sampling as ds
+
+P, T, EOS, PAD = 2, 10, 1, 0
+
+
+def make_cfg(**dapo):
+  cfg = base_config()
+  cfg.sampling.prompts_per_step = 4
+  cfg.sampling.group_size = 2
+  cfg.sampling.max_new_tokens = T
+  for k, v in dapo.items():
+    cfg.dapo[k] = v
+  return cfg
+
+
+def fake_rollout(lengths=None):
+  """Problem p: rewards equal within the group iff p % 3 == 0; row j of the group has length
+  lengths[p % len(lengths)][j] (T without EOS = truncated). Records the keys it was given."""
+  lengths = lengths or [(3, 5)]
+  keys = []
+
+  def rollout_fn(problems, rng):
+    keys.append(np.asarray(jax.random.key_data(rng)) if hasattr(rng, "dtype") else rng)
+    n = len(problems) * 2
+    rewards = np.array([[1.0, 1.0] if p % 3 == 0 else [1.0, 0.0] for p in problems]).ravel()
+    lens = np.array([lengths[p % len(lengths)] for p in problems]).ravel()
+    mask = (np.arange(T)[None] < lens[:, None]).astype(np.int32)
+    comp = np.where(mask > 0, 5, PAD)
+    comp[np.arange(n), lens - 1] = np.where(lens < T, EOS, 7)  # full length, no EOS: truncated
+    tokens = np.concatenate([np.full((n, P), 3), comp], axis=1).astype(np.int32)
+    ids = np.repeat(np.arange(len(problems), dtype=np.int32), 2)
+    batch = {
+      "tokens_NxL": tokens,
+      "completion_mask_NxT": mask,
+      "rewards_N": rewards,
+      "group_ids_N": ids,
+      "subgroup_ids_N": ids.copy(),
+      "problem_N": np.repeat(np.asarray(problems), 2),
+    }
+    return batch, {"completions": [f"p{p}r{j}" for p in problems for j in range(2)]}
+
+  return rollout_fn, keys
+
+
+problems_fn = lambda start, count: list(range(start, start + count))
+
+
+def test_passthrough_when_off():
+  rollout_fn, _ = fake_rollout([(3, T)])
+  raw, _ = rollout_fn(problems_fn(0, 4), None)
+  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), make_cfg(), EOS)
+  for k in raw:
+    np.testing.assert_array_equal(batch[k], raw[k])
+  np.testing.assert_array_equal(batch["loss_mask_N"], 1)
+  assert info["dapo/rounds"] == 1 and info["dapo/kept_groups"] == 4
+  assert info["data/consumed"] == 4 and info["response/truncated_frac"] == 0.5
+
+
+def test_drops_all_equal_groups_and_refills():
+  rollout_fn, keys = fake_rollout()
+  cfg = make_cfg(dynamic_sampling=True, max_sampling_rounds=5)
+  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  # Problems 0..3, 4..7: 0, 3, 6 are all-equal; the first four others are 1, 2, 4, 5.
+  np.testing.assert_array_equal(batch["problem_N"], np.repeat([1, 2, 4, 5], 2))
+  np.testing.assert_array_equal(batch["group_ids_N"], np.repeat(np.arange(4), 2))
+  np.testing.assert_array_equal(batch["subgroup_ids_N"], np.repeat(np.arange(4), 2))
+  assert info["dapo/rounds"] == 2 and info["dapo/kept_groups"] == 4
+  assert info["data/consumed"] == 8 and info["dapo/sampled_groups"] == 8
+  assert info["dapo/informative_frac"] == 5 / 8
+  assert info["completions"][:2] == ["p1r0", "p1r1"]
+  # Round 0 uses the step key, round 1 a key folded from it.
+  np.testing.assert_array_equal(keys[0], jax.random.key_data(jax.random.PRNGKey(0)))
+  np.testing.assert_array_equal(
+    keys[1], jax.random.key_data(jax.random.fold_in(jax.random.PRNGKey(0), 1))
+  )
+
+
+def test_short_batch_is_padded_or_raises():
+  rollout_fn, _ = fake_rollout()
+  cfg = make_cfg(dynamic_sampling=True, max_sampling_rounds=1, oversample=1.0)
+  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  assert info["dapo/kept_groups"] == 2 and info["dapo/rounds"] == 1
+  assert batch["rewards_N"].shape == (8,)
+  np.testing.assert_array_equal(batch["group_ids_N"], [0, 0, 1, 1, -1, -1, -1, -1])
+  np.testing.assert_array_equal(batch["subgroup_ids_N"][4:], -1)
+  assert batch["completion_mask_NxT"][4:].sum() == 0 and batch["loss_mask_N"][4:].sum() == 0
+  assert info["completions"][4:] == [""] * 4
+  cfg.dapo.require_full_batch = True
+  with pytest.raises(RuntimeError, match="kept 2 of 4 groups after 1 rounds"):
+    ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+
+
+def test_oversample_rounds_to_device_multiple():
+  cfg = make_cfg(dynamic_sampling=True, oversample=1.3)  # ceil(5.2) = 6 prompts, 12 rows
+  assert ds.prompts_per_round(cfg) == 6
+  assert ds.prompts_per_round(cfg, row_multiple=8) == 8  # 16 rows divide over 8 devices
+
+
+def test_overlong_penalty_values():
+  # L_max = 10, buffer 4: no penalty up to 6 tokens, then −(L − 6)/4, capped at −1.
+  got = ds.overlong_penalty_N([0, 5, 6, 7, 8, 10, 12], 10, 4, 0.5)
+  np.testing.assert_allclose(got, 0.5 * np.array([0, 0, 0, -0.25, -0.5, -1.0, -1.0]))
+  with pytest.raises(ValueError, match="overlong_buffer"):
+    ds.overlong_penalty_N([1], 10, 0, 1.0)
+
+
+def test_overlong_filter_and_penalty_in_the_batch():
+  rollout_fn, _ = fake_rollout([(3, T), (8, 9)])
+  cfg = make_cfg(
+    overlong_filter=True, overlong_penalty=True, overlong_buffer=4, overlong_penalty_weight=1.0
+  )
+  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  raw, _ = rollout_fn(problems_fn(0, 4), None)
+  # Lengths 3, 10 (truncated), 8, 9, ...: penalties 0, −1, −0.5, −0.75.
+  np.testing.assert_allclose(batch["rewards_N"] - raw["rewards_N"], [0, -1, -0.5, -0.75] * 2)
+  np.testing.assert_array_equal(batch["loss_mask_N"], [1, 0, 1, 1] * 2)
+  np.testing.assert_array_equal(batch["truncated_N"], [0, 1, 0, 0] * 2)
+  assert info["dapo/overlong_filtered_frac"] == 0.25
+  np.testing.assert_allclose(info["dapo/overlong_penalty_mean"], -2.25 / 4)
+
+
+SAMPLING = dict(dynamic_sampling=True, oversample=1.0, max_sampling_rounds=3)
+SHAPING = dict(overlong_penalty=True, overlong_buffer=4, overlong_penalty_weight=1.0)
+
+
+@pytest.mark.parametrize(
+  "key,value,reference",
+  [
+    ("dynamic_sampling", True, {}),
+    ("oversample", 2.0, SAMPLING),
+    ("max_sampling_rounds", 1, SAMPLING),
+    ("require_full_batch", True, {**SAMPLING, "max_sampling_rounds": 1}),
+    ("overlong_filter", True, SHAPING),
+    ("overlong_penalty", True, {}),
+    ("overlong_buffer", 2, SHAPING),
+    ("overlong_penalty_weight", 0.3, SHAPING),
+  ],
+)
+def test_every_dapo_key_changes_the_output(key, value, reference):
+  """From a setting in which the key is live, changing it changes the batch (or, for
+  require_full_batch, raises)."""
+
+  def sample(settings):
+    rollout_fn, _ = fake_rollout([(3, 3), (8, T)])
+    out, info = ds.sample_batch(
+      rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), make_cfg(**settings), EOS
+    )
+    return np.concatenate(
+      [out["rewards_N"], out["loss_mask_N"], out["problem_N"], [info["dapo/rounds"]]]
+    )
+
+  base = sample(reference)
+  if key == "require_full_batch":
+    with pytest.raises(RuntimeError):
+      sample({**reference, key: value})
+    return
+  assert not np.array_equal(base, sample({**reference, key: value}))
