@@ -28,7 +28,10 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        "dev": ["pytest>=8", "pytest-xdist", "hypothesis", "ruff", "nbclient", "ipykernel"],
+        # torch (CPU build) only for tests that compare with transformers; the library never
+        # imports it.
+        "dev": ["pytest>=8", "pytest-xdist", "hypothesis", "ruff", "nbclient", "ipykernel",
+                "safetensors", "torch==2.13.0"],
         "tpu": ["jax[tpu]"],
         "gpu": ["jax[cuda12]"],
     },

@@ -158,7 +158,7 @@ def test_from_config_reads_model_group():
   assert dataclasses.replace(models.PRESETS["tiny"], vocab_size=40) == mc
   with pytest.raises(ValueError):
     models.ModelConfig.from_config(cfg.model)  # vocab 0 and none given
-  cfg.model.family = "llama"
+  cfg.model.family = "gpt2"
   with pytest.raises(ValueError, match="family"):
     models.ModelConfig.from_config(cfg.model, vocab_size=40)
   with pytest.raises(ValueError, match="multiple"):

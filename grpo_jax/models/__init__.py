@@ -1,7 +1,14 @@
-"""Decoder-only transformer (Qwen3 architecture) in Flax NNX, with pure-dict parameters."""
+"""Decoder-only transformers (Qwen3, Llama-3, OLMo-3 families) in Flax NNX with pure-dict params,
+Hugging Face checkpoint import/export and a per-device memory estimate."""
 
+from grpo_jax.models.build import build_policy
+from grpo_jax.models.families import FAMILIES, Family, get_family
+from grpo_jax.models.hf_config import from_hf_config, load_hf_config, to_hf_config
+from grpo_jax.models.hf_io import HFModel, abstract_params, hf_name, load_hf, save_hf
 from grpo_jax.models.logprobs import logps_from_logits, token_logps
-from grpo_jax.models.model_config import PRESETS, ModelConfig
+from grpo_jax.models.memory import MemoryEstimate, memory_estimate
+from grpo_jax.models.model_config import ModelConfig
+from grpo_jax.models.presets import PRESETS
 from grpo_jax.models.transformer import (
   Transformer,
   causal_mask,
@@ -11,13 +18,27 @@ from grpo_jax.models.transformer import (
 )
 
 __all__ = [
+  "FAMILIES",
   "PRESETS",
+  "Family",
+  "HFModel",
+  "MemoryEstimate",
   "ModelConfig",
   "Transformer",
+  "abstract_params",
+  "build_policy",
   "causal_mask",
   "forward",
+  "from_hf_config",
+  "get_family",
+  "hf_name",
   "init_params",
+  "load_hf",
+  "load_hf_config",
   "logps_from_logits",
+  "memory_estimate",
   "positions_from_mask",
+  "save_hf",
+  "to_hf_config",
   "token_logps",
 ]

@@ -1,4 +1,5 @@
-"""Qwen3 decoder blocks in Flax NNX, numerically following transformers' ``modeling_qwen3.py``.
+"""Decoder blocks in Flax NNX, numerically following transformers' ``modeling_qwen3.py``,
+``modeling_llama.py`` and ``modeling_olmo3.py`` (the differences are listed in ``families.py``).
 
 Submodule and parameter names mirror the Hugging Face checkpoint (``self_attn.q_proj``,
 ``mlp.gate_proj``, ``input_layernorm`` ...). Linear kernels are stored ``(in, out)``, i.e. the
@@ -16,19 +17,23 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from grpo_jax.models.families import get_family
 from grpo_jax.models.model_config import ModelConfig
+from grpo_jax.models.rope import apply_rope, rope_inv_freq  # noqa: F401  (re-exported)
 
 # A finite "minus infinity": a query whose keys are all masked (a padding position) then gets a
 # uniform softmax instead of NaN, so no NaN can reach a gradient through masked positions.
 MASK_VALUE = float(jnp.finfo(jnp.float32).min)
 
 
-def linear(cfg: ModelConfig, d_in: int, d_out: int, rngs: nnx.Rngs) -> nnx.Linear:
+def linear(
+  cfg: ModelConfig, d_in: int, d_out: int, rngs: nnx.Rngs, use_bias: bool = False
+) -> nnx.Linear:
   # std 1/sqrt(fan_in): unit-variance outputs for unit-variance inputs.
   return nnx.Linear(
     d_in,
     d_out,
-    use_bias=False,
+    use_bias=use_bias,
     dtype=cfg.compute_dtype,
     param_dtype=cfg.weight_dtype,
     kernel_init=jax.nn.initializers.variance_scaling(1.0, "fan_in", "normal"),
@@ -37,39 +42,32 @@ def linear(cfg: ModelConfig, d_in: int, d_out: int, rngs: nnx.Rngs) -> nnx.Linea
 
 
 class RMSNorm(nnx.Module):
-  """y = weight · x / sqrt(mean(x²) + eps), the statistics in float32 (HF ``Qwen3RMSNorm``)."""
+  """y = weight · x / sqrt(mean(x²) + eps), the statistics in float32 (HF ``Qwen3RMSNorm``).
 
-  def __init__(self, dim: int, eps: float, dtype: jnp.dtype, param_dtype: jnp.dtype):
+  Qwen3/Llama cast back to the compute dtype *before* multiplying by the weight; OLMo-3
+  (``weight_float32``) multiplies in float32 and casts after.
+  """
+
+  def __init__(
+    self, dim: int, eps: float, dtype: jnp.dtype, param_dtype: jnp.dtype, weight_float32=False
+  ):
     self.weight = nnx.Param(jnp.ones((dim,), param_dtype))
     self.eps = eps
     self.dtype = dtype
+    self.weight_float32 = weight_float32
 
   def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
     x32 = x_BxLxD.astype(jnp.float32)
     var = jnp.mean(jnp.square(x32), axis=-1, keepdims=True)
-    normed = (x32 * jax.lax.rsqrt(var + self.eps)).astype(self.dtype)
-    # HF casts back to the input dtype *before* multiplying by the weight.
-    return self.weight[...].astype(self.dtype) * normed
+    normed = x32 * jax.lax.rsqrt(var + self.eps)
+    if self.weight_float32:
+      return (self.weight[...].astype(jnp.float32) * normed).astype(self.dtype)
+    return self.weight[...].astype(self.dtype) * normed.astype(self.dtype)
 
 
-def rope_inv_freq(head_dim: int, theta: float) -> jax.Array:
-  """inv_freq_j = 1 / theta^(2j / Dh), j < Dh/2, in float32 (HF default rope)."""
-  return 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
-
-
-def apply_rope(x_BxLxHxDh: jax.Array, positions_BxL: jax.Array, theta: float) -> jax.Array:
-  """x·cos(pθ) + rotate_half(x)·sin(pθ), rotate_half(x) = [-x₂, x₁] over the two halves of Dh.
-
-  The angles are computed in float32 and cast to x's dtype, as HF's ``Qwen3RotaryEmbedding``.
-  """
-  Dh = x_BxLxHxDh.shape[-1]
-  freqs_BxLxDh2 = positions_BxL.astype(jnp.float32)[..., None] * rope_inv_freq(Dh, theta)
-  emb_BxLxDh = jnp.concatenate([freqs_BxLxDh2, freqs_BxLxDh2], axis=-1)
-  cos = jnp.cos(emb_BxLxDh).astype(x_BxLxHxDh.dtype)[:, :, None, :]
-  sin = jnp.sin(emb_BxLxDh).astype(x_BxLxHxDh.dtype)[:, :, None, :]
-  x1, x2 = x_BxLxHxDh[..., : Dh // 2], x_BxLxHxDh[..., Dh // 2 :]
-  rotated = jnp.concatenate([-x2, x1], axis=-1)
-  return x_BxLxHxDh * cos + rotated * sin
+def rms_norm(cfg: ModelConfig, dim: int) -> RMSNorm:
+  weight_f32 = get_family(cfg.family).norm_weight_float32
+  return RMSNorm(dim, cfg.norm_eps, cfg.compute_dtype, cfg.weight_dtype, weight_f32)
 
 
 def attend(q_BxLxHxDh, k_BxSxHkxDh, v_BxSxHkxDh, mask_BxLxS, scale: float) -> jax.Array:
@@ -90,19 +88,28 @@ def attend(q_BxLxHxDh, k_BxSxHkxDh, v_BxSxHkxDh, mask_BxLxS, scale: float) -> ja
 
 
 class Attention(nnx.Module):
-  """Grouped-query self-attention with per-head q/k RMSNorm applied before RoPE (Qwen3)."""
+  """Grouped-query self-attention with RoPE and the family's q/k RMSNorm (before RoPE).
 
-  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+  QK-norm is per head over Dh (Qwen3), over the whole projection H·Dh / Hk·Dh before the
+  head split (OLMo-3), or absent (Llama). Scores are scaled by Dh^-1/2 in every family.
+  """
+
+  def __init__(self, cfg: ModelConfig, layer: int, *, rngs: nnx.Rngs):
     D, H, Hk, Dh = cfg.hidden_dim, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    self.q_proj = linear(cfg, D, H * Dh, rngs)
-    self.k_proj = linear(cfg, D, Hk * Dh, rngs)
-    self.v_proj = linear(cfg, D, Hk * Dh, rngs)
-    self.o_proj = linear(cfg, H * Dh, D, rngs)
-    norm = functools.partial(RMSNorm, Dh, cfg.norm_eps, cfg.compute_dtype, cfg.weight_dtype)
-    self.q_norm = norm()
-    self.k_norm = norm()
+    bias = cfg.attention_bias
+    self.q_proj = linear(cfg, D, H * Dh, rngs, bias)
+    self.k_proj = linear(cfg, D, Hk * Dh, rngs, bias)
+    self.v_proj = linear(cfg, D, Hk * Dh, rngs, bias)
+    self.o_proj = linear(cfg, H * Dh, D, rngs, bias)
+    family = get_family(cfg.family)
+    self.qk_norm = family.qk_norm
+    if family.qk_norm == "head":
+      self.q_norm, self.k_norm = rms_norm(cfg, Dh), rms_norm(cfg, Dh)
+    elif family.qk_norm == "full":
+      self.q_norm, self.k_norm = rms_norm(cfg, H * Dh), rms_norm(cfg, Hk * Dh)
     self.num_heads, self.num_kv_heads, self.head_dim = H, Hk, Dh
-    self.rope_theta = cfg.rope_theta
+    self.rope_theta, self.rope_scaling = cfg.layer_rope(layer)
+    self.rope_float32 = family.rope_float32
 
   def __call__(self, x_BxLxD, positions_BxL, mask_BxLxS, kv=None, cache_index=None):
     """Returns (out_BxLxD, (k, v)).
@@ -113,11 +120,22 @@ class Attention(nnx.Module):
     """
     B, L, _ = x_BxLxD.shape
     H, Hk, Dh = self.num_heads, self.num_kv_heads, self.head_dim
-    q_BxLxHxDh = self.q_norm(self.q_proj(x_BxLxD).reshape(B, L, H, Dh))
-    k_BxLxHkxDh = self.k_norm(self.k_proj(x_BxLxD).reshape(B, L, Hk, Dh))
+    q_BxLxHDh, k_BxLxHkDh = self.q_proj(x_BxLxD), self.k_proj(x_BxLxD)
+    if self.qk_norm == "full":
+      q_BxLxHDh, k_BxLxHkDh = self.q_norm(q_BxLxHDh), self.k_norm(k_BxLxHkDh)
+    q_BxLxHxDh = q_BxLxHDh.reshape(B, L, H, Dh)
+    k_BxLxHkxDh = k_BxLxHkDh.reshape(B, L, Hk, Dh)
+    if self.qk_norm == "head":
+      q_BxLxHxDh, k_BxLxHkxDh = self.q_norm(q_BxLxHxDh), self.k_norm(k_BxLxHkxDh)
     v_BxLxHkxDh = self.v_proj(x_BxLxD).reshape(B, L, Hk, Dh)
-    q_BxLxHxDh = apply_rope(q_BxLxHxDh, positions_BxL, self.rope_theta)
-    k_BxLxHkxDh = apply_rope(k_BxLxHkxDh, positions_BxL, self.rope_theta)
+    rope = functools.partial(
+      apply_rope,
+      positions_BxL=positions_BxL,
+      theta=self.rope_theta,
+      scaling=self.rope_scaling,
+      float32_tables=self.rope_float32,
+    )
+    q_BxLxHxDh, k_BxLxHkxDh = rope(q_BxLxHxDh), rope(k_BxLxHkxDh)
     if kv is not None:
       k_cache, v_cache = kv
       start = (0, cache_index, 0, 0)
@@ -131,27 +149,34 @@ class MLP(nnx.Module):
   """SwiGLU: down(silu(gate(x)) · up(x))."""
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
-    self.gate_proj = linear(cfg, cfg.hidden_dim, cfg.mlp_dim, rngs)
-    self.up_proj = linear(cfg, cfg.hidden_dim, cfg.mlp_dim, rngs)
-    self.down_proj = linear(cfg, cfg.mlp_dim, cfg.hidden_dim, rngs)
+    D, F, bias = cfg.hidden_dim, cfg.mlp_dim, cfg.mlp_bias
+    self.gate_proj = linear(cfg, D, F, rngs, bias)
+    self.up_proj = linear(cfg, D, F, rngs, bias)
+    self.down_proj = linear(cfg, F, D, rngs, bias)
 
   def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
     return self.down_proj(jax.nn.silu(self.gate_proj(x_BxLxD)) * self.up_proj(x_BxLxD))
 
 
 class DecoderLayer(nnx.Module):
-  """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))."""
+  """Pre-norm x + attn(norm(x)), x + mlp(norm(x)) (Qwen3, Llama) or post-norm
+  x + norm(attn(x)), x + norm(mlp(x)) (OLMo-3)."""
 
-  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
-    norm = functools.partial(
-      RMSNorm, cfg.hidden_dim, cfg.norm_eps, cfg.compute_dtype, cfg.weight_dtype
-    )
-    self.input_layernorm = norm()
-    self.self_attn = Attention(cfg, rngs=rngs)
-    self.post_attention_layernorm = norm()
+  def __init__(self, cfg: ModelConfig, layer: int = 0, *, rngs: nnx.Rngs):
+    self.post_norm = get_family(cfg.family).post_norm
+    if not self.post_norm:
+      self.input_layernorm = rms_norm(cfg, cfg.hidden_dim)
+    self.self_attn = Attention(cfg, layer, rngs=rngs)
+    self.post_attention_layernorm = rms_norm(cfg, cfg.hidden_dim)
     self.mlp = MLP(cfg, rngs=rngs)
+    if self.post_norm:
+      self.post_feedforward_layernorm = rms_norm(cfg, cfg.hidden_dim)
 
   def __call__(self, x_BxLxD, positions_BxL, mask_BxLxS, kv=None, cache_index=None):
+    if self.post_norm:
+      attn_BxLxD, kv = self.self_attn(x_BxLxD, positions_BxL, mask_BxLxS, kv, cache_index)
+      x_BxLxD = x_BxLxD + self.post_attention_layernorm(attn_BxLxD)
+      return x_BxLxD + self.post_feedforward_layernorm(self.mlp(x_BxLxD)), kv
     attn_BxLxD, kv = self.self_attn(
       self.input_layernorm(x_BxLxD), positions_BxL, mask_BxLxS, kv, cache_index
     )

@@ -1,9 +1,12 @@
-"""The decoder's hyper-parameters (Qwen3 architecture) and named presets.
+"""The decoder's hyper-parameters (Qwen3 / Llama-3 / OLMo-3 families) and named presets.
 
 Field names follow the experiment config's ``model`` group; the Hugging Face ``Qwen3Config``
 equivalents are: hidden_dim = hidden_size, num_layers = num_hidden_layers, num_heads =
 num_attention_heads, num_kv_heads = num_key_value_heads, mlp_dim = intermediate_size,
-norm_eps = rms_norm_eps, tie_embeddings = tie_word_embeddings.
+norm_eps = rms_norm_eps, tie_embeddings = tie_word_embeddings. ``rope_scaling`` holds HF's
+``rope_parameters`` (less ``rope_theta``) as sorted (key, value) pairs so the config stays hashable;
+with ``layer_types`` it applies to the "full_attention" layers and ``sliding_rope_scaling`` /
+``sliding_rope_theta`` to the "sliding_attention" ones (OLMo-3 scales only its full layers).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import dataclasses
 
 import jax.numpy as jnp
 
-FAMILIES = ("qwen3",)
+from grpo_jax.models.families import FAMILIES
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
 DTYPES = ("float32", "bfloat16")
 
 
@@ -32,6 +37,15 @@ class ModelConfig:
   tie_embeddings: bool = True
   dtype: str = "float32"  # compute dtype of activations and matmuls
   param_dtype: str = "float32"  # storage dtype of the parameters
+  family: str = "qwen3"  # qwen3 | llama | olmo3 (families.py)
+  rope_scaling: tuple = ()  # sorted (key, value) pairs; () = default rope
+  sliding_window: int = 0  # W: a sliding layer's query at slot q sees keys q-W < k <= q
+  layer_types: tuple = ()  # per layer "full_attention" | "sliding_attention"; () = all full
+  sliding_rope_theta: float = 0.0  # 0 = rope_theta
+  sliding_rope_scaling: tuple = ()
+  attention_bias: bool = False  # biases on q/k/v/o projections
+  mlp_bias: bool = False  # biases on gate/up/down (Llama's mlp_bias)
+  max_position_embeddings: int = 32_768  # only recorded (written back to config.json)
 
   def __post_init__(self):
     for name in (
@@ -55,6 +69,28 @@ class ModelConfig:
     for name in ("dtype", "param_dtype"):
       if getattr(self, name) not in DTYPES:
         raise ValueError(f"ModelConfig.{name} must be one of {DTYPES}, got {getattr(self, name)}")
+    if self.family not in FAMILIES:
+      raise ValueError(f"ModelConfig.family must be one of {sorted(FAMILIES)}, got '{self.family}'")
+    if self.layer_types and len(self.layer_types) != self.num_layers:
+      n = len(self.layer_types)
+      raise ValueError(f"layer_types has {n} entries for {self.num_layers} layers")
+    if any(t not in LAYER_TYPES for t in self.layer_types):
+      raise ValueError(f"layer_types must be in {LAYER_TYPES}, got {self.layer_types}")
+    if "sliding_attention" in self.layer_types and self.sliding_window <= 0:
+      raise ValueError("sliding_attention layers need sliding_window > 0")
+
+  def layer_type(self, i: int) -> str:
+    return self.layer_types[i] if self.layer_types else "full_attention"
+
+  def layer_rope(self, i: int) -> tuple[float, tuple]:
+    """(theta, scaling pairs) of layer i's rotary embedding."""
+    if self.layer_type(i) == "sliding_attention":
+      return self.sliding_rope_theta or self.rope_theta, self.sliding_rope_scaling
+    return self.rope_theta, self.rope_scaling
+
+  def window(self, i: int) -> int:
+    """Layer i's sliding window (0 = full causal attention)."""
+    return self.sliding_window if self.layer_type(i) == "sliding_attention" else 0
 
   @property
   def compute_dtype(self) -> jnp.dtype:
@@ -67,9 +103,12 @@ class ModelConfig:
   @property
   def num_params(self) -> int:
     """Parameter count (the lm_head adds V·D when embeddings are untied)."""
-    D, Dh = self.hidden_dim, self.head_dim
-    attn = D * Dh * (2 * self.num_heads + 2 * self.num_kv_heads) + 2 * Dh
-    layer = attn + 3 * D * self.mlp_dim + 2 * D
+    D, Dh, H, Hk = self.hidden_dim, self.head_dim, self.num_heads, self.num_kv_heads
+    attn = D * Dh * (2 * H + 2 * Hk)
+    qk_norm = {"head": 2 * Dh, "full": (H + Hk) * Dh, "none": 0}[FAMILIES[self.family].qk_norm]
+    attn += qk_norm + (self.attention_bias and (H + 2 * Hk) * Dh + D)
+    mlp = 3 * D * self.mlp_dim + (self.mlp_bias and 2 * self.mlp_dim + D)
+    layer = attn + mlp + 2 * D
     head = 0 if self.tie_embeddings else self.vocab_size * D
     return self.vocab_size * D + self.num_layers * layer + D + head
 
@@ -82,7 +121,7 @@ class ModelConfig:
     """
     family = model_cfg.get("family", "qwen3")
     if family not in FAMILIES:
-      raise ValueError(f"model.family must be one of {FAMILIES}, got '{family}'")
+      raise ValueError(f"model.family must be one of {sorted(FAMILIES)}, got '{family}'")
     vocab = int(model_cfg.vocab_size)
     if vocab == 0:
       if vocab_size is None:
@@ -101,56 +140,5 @@ class ModelConfig:
       tie_embeddings=bool(model_cfg.tie_embeddings),
       dtype=str(model_cfg.dtype),
       param_dtype=str(model_cfg.param_dtype),
+      family=family,
     )
-
-
-PRESETS: dict[str, ModelConfig] = {
-  # The base experiment config's decoder, with a character-level vocabulary.
-  "tiny": ModelConfig(
-    vocab_size=64,
-    hidden_dim=128,
-    num_layers=4,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=32,
-    mlp_dim=384,
-  ),
-  # Smallest useful shape for unit tests.
-  "test": ModelConfig(
-    vocab_size=64,
-    hidden_dim=64,
-    num_layers=2,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=16,
-    mlp_dim=128,
-  ),
-  # Qwen/Qwen3-0.6B (config.json of the Hub checkpoint).
-  "qwen3-0.6b": ModelConfig(
-    vocab_size=151_936,
-    hidden_dim=1024,
-    num_layers=28,
-    num_heads=16,
-    num_kv_heads=8,
-    head_dim=128,
-    mlp_dim=3072,
-    rope_theta=1_000_000.0,
-    tie_embeddings=True,
-    dtype="bfloat16",
-    param_dtype="bfloat16",
-  ),
-  # Qwen/Qwen3-1.7B.
-  "qwen3-1.7b": ModelConfig(
-    vocab_size=151_936,
-    hidden_dim=2048,
-    num_layers=28,
-    num_heads=16,
-    num_kv_heads=8,
-    head_dim=128,
-    mlp_dim=6144,
-    rope_theta=1_000_000.0,
-    tie_embeddings=True,
-    dtype="bfloat16",
-    param_dtype="bfloat16",
-  ),
-}

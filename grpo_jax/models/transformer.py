@@ -1,17 +1,22 @@
-"""The Qwen3 decoder, its parameter initialisation and the pure ``forward`` the trainer uses.
+"""The decoder, its parameter initialisation and the pure ``forward`` the trainer uses.
 
 Parameters live outside the module as a pure nested dict (``init_params``), which the trainer
 shards, differentiates and checkpoints; ``forward`` merges them with the static graph def.
-The dict mirrors the Hugging Face ``Qwen3ForCausalLM`` state dict: drop HF's ``model.``
-prefix, and a ``kernel`` here is the transposed ``weight`` of the torch Linear of the same name.
+The dict mirrors the Hugging Face ``{Qwen3,Llama,Olmo3}ForCausalLM`` state dict: drop HF's
+``model.`` prefix, and a ``kernel`` here is the transposed ``weight`` of the torch Linear of the
+same name (``hf_io.hf_names`` is the executable form of this table).
 
   ours                                           Hugging Face
   embed_tokens.embedding (V, D)                  model.embed_tokens.weight
   layers.{i}.self_attn.{q,k,v,o}_proj.kernel     model.layers.{i}.self_attn.{q,k,v,o}_proj.weight.T
-  layers.{i}.self_attn.{q,k}_norm.weight (Dh,)   model.layers.{i}.self_attn.{q,k}_norm.weight
+  layers.{i}.self_attn.{q,k,v,o}_proj.bias      model.layers.{i}.self_attn.{q,k,v,o}_proj.bias
+  layers.{i}.self_attn.{q,k}_norm.weight         model.layers.{i}.self_attn.{q,k}_norm.weight
+      (Dh,) in qwen3; (H·Dh,), (Hk·Dh,) in olmo3; absent in llama
   layers.{i}.mlp.{gate,up,down}_proj.kernel      model.layers.{i}.mlp.{gate,up,down}_proj.weight.T
-  layers.{i}.input_layernorm.weight              model.layers.{i}.input_layernorm.weight
+  layers.{i}.input_layernorm.weight              model.layers.{i}.input_layernorm.weight (not olmo3)
   layers.{i}.post_attention_layernorm.weight     model.layers.{i}.post_attention_layernorm.weight
+  layers.{i}.post_feedforward_layernorm.weight   model.layers.{i}.post_feedforward_layernorm.weight
+      (olmo3 only)
   norm.weight (D,)                               model.norm.weight
   lm_head.kernel (D, V), only if untied          lm_head.weight.T
 
@@ -27,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from grpo_jax.models.layers import DecoderLayer, RMSNorm, linear
+from grpo_jax.models.layers import DecoderLayer, linear, rms_norm
 from grpo_jax.models.model_config import ModelConfig
 
 
@@ -46,8 +51,8 @@ class Transformer(nnx.Module):
       embedding_init=jax.nn.initializers.normal(D**-0.5),
       rngs=rngs,
     )
-    self.layers = nnx.List([DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_layers)])
-    self.norm = RMSNorm(D, cfg.norm_eps, cfg.compute_dtype, cfg.weight_dtype)
+    self.layers = nnx.List([DecoderLayer(cfg, i, rngs=rngs) for i in range(cfg.num_layers)])
+    self.norm = rms_norm(cfg, D)
     self.lm_head = None if cfg.tie_embeddings else linear(cfg, D, cfg.vocab_size, rngs)
 
   def __call__(self, tokens_BxL, positions_BxL, mask_BxLxS, kv_caches=None, cache_index=None):
@@ -55,13 +60,15 @@ class Transformer(nnx.Module):
 
     ``mask_BxLxS`` is the boolean attention mask (query l may read key s). With ``kv_caches``
     (one (k_BxSxHkxDh, v_BxSxHkxDh) per layer) the new keys are written at ``cache_index``
-    and the returned pairs are the updated caches.
+    and the returned pairs are the updated caches. Sliding-window layers further hide keys
+    W or more slots behind the query (HF's ``kv_idx > q_idx - W`` over cache positions).
     """
     x_BxLxD = self.embed_tokens(tokens_BxL)
     new_kvs = []
     for i, layer in enumerate(self.layers):
       kv = None if kv_caches is None else kv_caches[i]
-      x_BxLxD, kv = layer(x_BxLxD, positions_BxL, mask_BxLxS, kv, cache_index)
+      mask_i = window_mask(mask_BxLxS, self.cfg.window(i), cache_index)
+      x_BxLxD, kv = layer(x_BxLxD, positions_BxL, mask_i, kv, cache_index)
       new_kvs.append(kv)
     return self.norm(x_BxLxD), tuple(new_kvs)
 
@@ -70,6 +77,20 @@ class Transformer(nnx.Module):
     if self.lm_head is None:
       return self.embed_tokens.attend(h_BxLxD)
     return self.lm_head(h_BxLxD)
+
+
+def window_mask(mask_BxLxS: jax.Array, window: int, cache_index=None) -> jax.Array:
+  """mask ∧ (q_slot − k_slot < W); query l sits at slot cache_index + l (0 + l uncached).
+
+  Slots, not RoPE positions, as HF does; within a row real tokens occupy consecutive slots,
+  so the two agree wherever the mask is on. ``window == 0`` returns the mask unchanged.
+  """
+  if window <= 0:
+    return mask_BxLxS
+  L, S = mask_BxLxS.shape[-2:]
+  q_slot_L = jnp.arange(L) + (0 if cache_index is None else cache_index)
+  near_LxS = q_slot_L[:, None] - jnp.arange(S)[None, :] < window
+  return mask_BxLxS & near_LxS[None]
 
 
 def init_params(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:

@@ -1,0 +1,54 @@
+"""The policy the trainer starts from: a Hugging Face checkpoint, a named preset or the config.
+
+``model.hf_path`` (a checkpoint directory or hub id) wins, then ``model.preset`` (a key of
+``PRESETS``, randomly initialised), then the shape fields of the ``model`` group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from flax import nnx
+
+from grpo_jax.models.hf_io import load_hf
+from grpo_jax.models.model_config import ModelConfig
+from grpo_jax.models.presets import PRESETS
+from grpo_jax.models.transformer import init_params
+
+
+def policy_config(model_cfg, vocab_size: int | None = None) -> ModelConfig:
+  """The ModelConfig a random init would use (preset or explicit fields); vocab_size as in
+  ``ModelConfig.from_config``."""
+  preset = model_cfg.get("preset", "")
+  if not preset:
+    return ModelConfig.from_config(model_cfg, vocab_size=vocab_size)
+  if preset not in PRESETS:
+    raise ValueError(f"unknown model.preset '{preset}'; available: {sorted(PRESETS)}")
+  cfg = PRESETS[preset]
+  if int(model_cfg.vocab_size) > 0:
+    cfg = dataclasses.replace(cfg, vocab_size=int(model_cfg.vocab_size))
+  return cfg
+
+
+def build_policy(cfg, vocab_size: int | None = None) -> tuple[nnx.GraphDef, dict]:
+  """(graphdef, params) of the initial policy for experiment config ``cfg``.
+
+  A checkpoint is loaded with ``model.dtype`` / ``model.param_dtype``; its vocabulary must
+  cover the task tokenizer's ``vocab_size`` ids (a larger, padded vocabulary is fine).
+  """
+  m = cfg.model
+  hf_path = m.get("hf_path", "")
+  if hf_path:
+    model = load_hf(hf_path, dtype=str(m.dtype), param_dtype=str(m.param_dtype), tokenizer=False)
+    if vocab_size is not None and model.config.vocab_size < vocab_size:
+      raise ValueError(
+        f"checkpoint {hf_path} has vocab_size {model.config.vocab_size}, smaller than the task "
+        f"tokenizer's {vocab_size}"
+      )
+    return model.graphdef, model.params
+  model_cfg = policy_config(m, vocab_size)
+  if vocab_size is not None and model_cfg.vocab_size < vocab_size:
+    raise ValueError(
+      f"model vocab_size {model_cfg.vocab_size} is smaller than the tokenizer's {vocab_size}"
+    )
+  return init_params(model_cfg, cfg.seed)
