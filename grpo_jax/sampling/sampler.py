@@ -44,6 +44,9 @@ def _emit(state: DecodeState, logits_NxV, rng, *, eos_id, pad_id, temperature, t
   token_N, logp_N = sample_next_token(key, logits_NxV, temperature, top_k, top_p)
   live_N = ~state.done_N
   token_N = jnp.where(live_N, token_N, pad_id)
+  # eos_id is an int or a static tuple of stop ids (e.g. EOS and a preview delimiter).
+  stop_ids = eos_id if isinstance(eos_id, tuple) else (eos_id,)
+  stopped_N = functools.reduce(jnp.logical_or, [token_N == s for s in stop_ids])
   logp_N = jnp.where(live_N, logp_N, 0.0)
   put = lambda buf, col: jax.lax.dynamic_update_index_in_dim(buf, col.astype(buf.dtype), state.t, 1)
   return state.replace(
@@ -51,7 +54,7 @@ def _emit(state: DecodeState, logits_NxV, rng, *, eos_id, pad_id, temperature, t
     # Finished rows keep decoding (fixed shapes); feed them token 0, a valid id whatever
     # pad_id is.
     last_token_N=jnp.where(live_N, token_N, 0),
-    done_N=state.done_N | (live_N & (token_N == eos_id)),
+    done_N=state.done_N | (live_N & stopped_N),
     tokens_NxT=put(state.tokens_NxT, token_N),
     mask_NxT=put(state.mask_NxT, live_N),
     logps_NxT=put(state.logps_NxT, logp_N),
@@ -129,7 +132,7 @@ def sample(
   rng: jax.Array,
   *,
   max_new_tokens: int,
-  eos_id: int,
+  eos_id: int | tuple[int, ...],
   pad_id: int,
   temperature: float = 1.0,
   top_k: int = 0,
@@ -139,7 +142,9 @@ def sample(
 
   One jitted program (compiled once per graphdef, shapes and settings): a prefill over the
   prompt, then a ``lax.while_loop`` of single-token decode steps over a static KV cache of
-  P + T slots, stopping early once every row has emitted ``eos_id``. ``temperature == 0`` is
+  P + T slots, stopping early once every row has emitted ``eos_id``. ``eos_id`` may be a tuple
+  of stop ids: a row stops at the first of any of them (kept, mask 1), as the strategy sampler's
+  previews stop at a delimiter (``truncated_N`` then means "no stop id"). ``temperature == 0`` is
   greedy (its log-probs are then under τ = 1); ``top_k = 0`` and ``top_p = 1.0`` switch
   truncation off. Log-probs are under log softmax(logits / τ) *before* truncation, i.e. what
   ``models.token_logps`` recomputes on prompt + completion (METHODS §16); with top-k/top-p on,
@@ -161,7 +166,7 @@ def sample(
     rng,
     graphdef=graphdef,
     max_new_tokens=int(max_new_tokens),
-    eos_id=int(eos_id),
+    eos_id=tuple(int(i) for i in eos_id) if isinstance(eos_id, tuple | list) else int(eos_id),
     pad_id=int(pad_id),
     temperature=float(temperature),
     top_k=int(top_k),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import numpy as np
 
 from grpo_jax import sampling
@@ -32,7 +31,7 @@ def generate(graphdef, params, task, prompts_NxP: np.ndarray, rng, settings: Sam
                         max_new_tokens=settings.max_new_tokens, eos_id=task.eos_id,
                         pad_id=task.pad_id, temperature=settings.temperature,
                         top_k=settings.top_k, top_p=settings.top_p)
-  out = jax.device_get(out)
+  out = shard_lib.local_rows(out, mesh)  # this process's rows (all rows with one process)
   tokens_NxT = np.asarray(out.tokens_NxT)
   mask_NxT = np.asarray(out.mask_NxT).astype(np.int32)
   return {
@@ -45,12 +44,15 @@ def generate(graphdef, params, task, prompts_NxP: np.ndarray, rng, settings: Sam
 
 
 def rollout(graphdef, params, task, problems, group_size: int, rng, settings: SampleSettings,
-            mesh) -> tuple[dict, dict]:
+            mesh, strategy=None) -> tuple[dict, dict]:
   """Samples G completions for each of the B problems and grades them.
 
   Group ids are the prompt-instance index within the step (METHODS §7); without strategy
-  sampling every group is one subgroup.
+  sampling every group is one subgroup. ``strategy``: a ``StrategyRollout``; when active
+  (enabled, K > 1) it draws previews then completions instead (METHODS §5).
   """
+  if strategy is not None and strategy.active:
+    return strategy.rollout(graphdef, params, task, problems, group_size, rng, settings, mesh)
   prompts_BxP = task.encode_prompts(problems)
   prompts_NxP = np.repeat(prompts_BxP, group_size, axis=0)
   gen = generate(graphdef, params, task, prompts_NxP, rng, settings, mesh)

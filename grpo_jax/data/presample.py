@@ -1,0 +1,215 @@
+"""Presampled strategy previews (METHODS §5, ``strategy.source = 'presampled'``): drawn once by
+the initial policy for the training prompts and stored with them as a ``datasets`` dataset.
+
+Layout of ``path``: ``parts/00000 ...`` (one dataset per chunk of prompts, written atomically, so
+an interrupted run resumes at the first missing chunk), then ``data/`` (the concatenation) and
+``meta.json`` (written last: its presence marks a complete file). Chunk i uses the key
+``fold_in(presample_key(seed), i)``, so the file is a pure function of (seed, policy, settings)
+whether or not it was interrupted.
+
+Columns, one row per prompt: ``index`` (position in the task's training stream), ``prompt``
+(text), ``preview_ids`` (K token lists, no padding), ``preview_logps`` (K float lists),
+``preview_text`` (K strings), ``preview_stopped`` (K bools: ended on the delimiter).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+import datasets
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from grpo_jax.sampling.strategy import PreviewSpec, draw_previews, make_context
+
+COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")
+
+
+class PresampleError(ValueError):
+  """A presample file that is missing, unreadable, or does not match the run."""
+
+
+def presample_key(seed: int) -> jax.Array:
+  return jax.random.fold_in(jax.random.PRNGKey(seed), 2**31 - 2)  # never a step or eval key
+
+
+def _meta(spec: PreviewSpec, num_prompts: int, chunk: int, seed: int) -> dict:
+  return {
+    "num_prompts": num_prompts,
+    "chunk": chunk,
+    "seed": seed,
+    "num_previews": spec.num_previews,
+    "max_preview_tokens": spec.max_preview_tokens,
+    "template_ids": list(spec.template_ids),
+    "delimiter_id": spec.delimiter_id,
+  }
+
+
+def _chunk_rows(task, start: int, previews: dict, problems, spec: PreviewSpec) -> dict:
+  K = spec.num_previews
+  texts = task.decode(previews["tokens_BKxM"], previews["mask_BKxM"])
+  rows = {c: [] for c in COLUMNS}
+  for b, p in enumerate(problems):
+    ks = range(b * K, (b + 1) * K)
+    rows["index"].append(start + b)
+    rows["prompt"].append(task.prompt_text(p))
+    rows["preview_ids"].append(
+      [previews["tokens_BKxM"][j][previews["mask_BKxM"][j] != 0].tolist() for j in ks]
+    )
+    rows["preview_logps"].append(
+      [previews["logps_BKxM"][j][previews["mask_BKxM"][j] != 0].tolist() for j in ks]
+    )
+    rows["preview_text"].append([texts[j] for j in ks])
+    rows["preview_stopped"].append([bool(previews["stopped_BK"][j]) for j in ks])
+  return rows
+
+
+def write_presample(
+  path,
+  graphdef,
+  params,
+  task,
+  spec: PreviewSpec,
+  settings,
+  mesh,
+  *,
+  num_prompts: int,
+  chunk: int,
+  seed: int,
+  progress: bool = True,
+  log=print,
+) -> pathlib.Path:
+  """Draws K previews for training prompts 0 .. num_prompts−1 (rounded up to whole chunks)."""
+  path = pathlib.Path(path)
+  num_chunks = -(-num_prompts // chunk)
+  meta = _meta(spec, num_chunks * chunk, chunk, seed)
+  if (path / "meta.json").exists():
+    load_presample(path, spec, meta["num_prompts"])  # validates; raises on a mismatch
+    return path
+  parts = path / "parts"
+  parts.mkdir(parents=True, exist_ok=True)
+  done = sum((parts / f"{i:05d}").is_dir() for i in range(num_chunks))
+  if done:
+    log(f"presample: resuming at chunk {done}/{num_chunks} in {path}")
+  key = presample_key(seed)
+  was_enabled = datasets.is_progress_bar_enabled()
+  datasets.disable_progress_bars()  # one bar over chunks, not one per saved part
+  try:
+    for i in tqdm(range(num_chunks), desc="presample", disable=not progress):
+      final = parts / f"{i:05d}"
+      if final.is_dir():
+        continue
+      problems = task.train_problems(i * chunk, chunk)
+      context_BxC, mask_BxC = make_context(task.encode_prompts(problems), spec)
+      previews = draw_previews(
+        graphdef, params, context_BxC, mask_BxC, jax.random.fold_in(key, i), spec, settings, mesh
+      )
+      rows = _chunk_rows(task, i * chunk, previews, problems, spec)
+      tmp = parts / f"{i:05d}.tmp"
+      shutil.rmtree(tmp, ignore_errors=True)
+      datasets.Dataset.from_dict(rows).save_to_disk(str(tmp))
+      tmp.rename(final)
+    merged = datasets.concatenate_datasets(
+      [datasets.load_from_disk(str(parts / f"{i:05d}")) for i in range(num_chunks)]
+    )
+    shutil.rmtree(path / "data", ignore_errors=True)
+    merged.save_to_disk(str(path / "data"))
+  finally:
+    if was_enabled:
+      datasets.enable_progress_bars()
+  (path / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+  shutil.rmtree(parts)
+  log(f"presample: {meta['num_prompts']} prompts × {spec.num_previews} previews -> {path}")
+  return path
+
+
+class PresampledPreviews:
+  """Row lookup by training-stream position; every access is checked against the task."""
+
+  def __init__(self, dataset: datasets.Dataset, spec: PreviewSpec, path):
+    self.spec, self.path = spec, path
+    # Plain lists once: per-row dataset access costs far more than the lookup.
+    self._columns = {c: dataset[c] for c in COLUMNS}
+    self._row = {int(i): n for n, i in enumerate(self._columns["index"])}
+
+  def __len__(self) -> int:
+    return len(self._row)
+
+  def previews(self, task, problems) -> dict:
+    """Stage-1 arrays (as ``draw_previews`` returns them) for ``problems`` (``.index`` = stream
+    position); raises if a prompt is absent or its text differs from the stored one."""
+    K, M = self.spec.num_previews, self.spec.max_preview_tokens
+    tokens = np.full((len(problems) * K, M), self.spec.pad_id, np.int32)
+    mask, logps = np.zeros(tokens.shape, np.int32), np.zeros(tokens.shape, np.float32)
+    stopped = np.zeros(len(problems) * K, bool)
+    for b, p in enumerate(problems):
+      if p.index not in self._row:
+        raise PresampleError(
+          f"presample {self.path} has no prompt at stream position {p.index} "
+          f"(it holds {len(self)}); raise strategy.presample_prompts and "
+          "re-run --mode=presample"
+        )
+      row = {c: v[self._row[p.index]] for c, v in self._columns.items()}
+      if row["prompt"] != task.prompt_text(p):
+        raise PresampleError(
+          f"presample {self.path} row {p.index} is for prompt "
+          f"{row['prompt']!r}, the run has {task.prompt_text(p)!r} (another "
+          "seed or data config?)"
+        )
+      for k, (ids, lps) in enumerate(zip(row["preview_ids"], row["preview_logps"])):
+        tokens[b * K + k, : len(ids)], logps[b * K + k, : len(ids)] = ids, lps
+        mask[b * K + k, : len(ids)] = 1
+        stopped[b * K + k] = row["preview_stopped"][k]
+    return {"tokens_BKxM": tokens, "mask_BKxM": mask, "logps_BKxM": logps, "stopped_BK": stopped}
+
+
+def load_presample(path, spec: PreviewSpec, num_prompts: int) -> PresampledPreviews:
+  """Opens and validates a presample file for a run that needs ``num_prompts`` prompts."""
+  path = pathlib.Path(path)
+  if not (path / "meta.json").exists():
+    raise PresampleError(
+      f"no complete presample at {path} (meta.json missing); run "
+      "`python experiments/launch.py --config ... --mode=presample` first"
+    )
+  try:
+    meta = json.loads((path / "meta.json").read_text())
+    dataset = datasets.load_from_disk(str(path / "data"))
+  except (OSError, ValueError, FileNotFoundError) as e:
+    raise PresampleError(f"cannot read presample {path}: {e}") from e
+  missing = [c for c in COLUMNS if c not in dataset.column_names]
+  if missing:
+    raise PresampleError(f"presample {path} is missing column(s) {missing}; expected {COLUMNS}")
+  if len(dataset) != meta.get("num_prompts"):
+    raise PresampleError(
+      f"presample {path} is corrupted: {len(dataset)} rows but meta.json "
+      f"says {meta.get('num_prompts')}"
+    )
+  if len(dataset) < num_prompts:
+    raise PresampleError(
+      f"presample {path} holds {len(dataset)} prompts, the run needs "
+      f"{num_prompts}; re-run --mode=presample with the run's config"
+    )
+  want = _meta(spec, meta["num_prompts"], meta.get("chunk"), meta.get("seed"))
+  diff = {k: (meta.get(k), v) for k, v in want.items() if meta.get(k) != v}
+  if diff:
+    raise PresampleError(f"presample {path} was drawn with other settings (stored, run): {diff}")
+  widths = {len(x) for x in dataset["preview_ids"]}
+  if widths != {spec.num_previews}:
+    raise PresampleError(
+      f"presample {path} rows hold {sorted(widths)} previews, not "
+      f"strategy.num_previews = {spec.num_previews}"
+    )
+  return PresampledPreviews(dataset, spec, path)
+
+
+__all__ = [
+  "COLUMNS",
+  "PresampleError",
+  "PresampledPreviews",
+  "load_presample",
+  "presample_key",
+  "write_presample",
+]
