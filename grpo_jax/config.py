@@ -3,7 +3,7 @@
 Experiment files in ``configs/`` start from :func:`base_config` and change fields. Configs are
 locked after loading (:func:`finalize`): an unknown or misspelt key is an error naming it and the
 nearest valid key. Groups follow ARCHITECTURE.md: model, data, sampling, strategy, advantage,
-hadw, loss, optimizer, warmstart, mesh, eval, checkpoint, logging.
+hadw, loss, dapo, optimizer, warmstart, mesh, eval, checkpoint, logging.
 """
 
 from __future__ import annotations
@@ -36,6 +36,14 @@ def base_config() -> ConfigDict:
   # Compute and parameter dtypes; log-softmax always runs in float32.
   c.model.dtype = "float32"
   c.model.param_dtype = "float32"
+  # Log-probs over vocabulary chunks of this many entries (online logsumexp), so the full
+  # N x T x V logits are never materialised; 0 = one pass over the whole vocabulary.
+  c.model.logps_vocab_chunk = 0
+  # A Hugging Face checkpoint directory (or hub id) to start from; its config.json then sets
+  # the architecture (qwen3 | llama | olmo3) and the shape fields above are ignored.
+  c.model.hf_path = ""
+  # A named shape from grpo_jax.models.PRESETS (e.g. 'qwen3_4b_base'), randomly initialised.
+  c.model.preset = ""
 
   # The prompt source. 'countdown' is the built-in CPU task.
   c.data = ConfigDict()
@@ -46,6 +54,16 @@ def base_config() -> ConfigDict:
   c.data.max_target = 99
   # Held-out problems for evaluation (disjoint from training problems).
   c.data.eval_size = 200
+  # 'math': catalogue names (grpo_jax.data.math.CATALOGUE) or local copies, the prompt template
+  # (dapo | hadw | boxed), the static prompt width (longer prompts are dropped and counted) and
+  # the per-check wall-clock limit of the math verifier. The tokenizer is model.hf_path's.
+  c.data.train_set = "dapo_math_17k_dedup"
+  c.data.train_path = ""
+  c.data.eval_sets = ("aime24",)
+  c.data.eval_paths = ()
+  c.data.template = "dapo"
+  c.data.max_prompt_tokens = 512
+  c.data.reward_timeout_s = 5.0
 
   # Rollouts.
   c.sampling = ConfigDict()
@@ -55,6 +73,20 @@ def base_config() -> ConfigDict:
   c.sampling.temperature = 1.0
   c.sampling.top_k = 0  # 0 = off
   c.sampling.top_p = 1.0  # 1.0 = off
+
+  # Strategy-conditioned two-stage sampling (METHODS §5): K previews per prompt, then G/K
+  # completions conditioned on prompt + preview; subgroup id = preview index.
+  c.strategy = ConfigDict()
+  c.strategy.enabled = False  # off (or num_previews = 1) = plain one-stage GRPO sampling
+  c.strategy.num_previews = 4  # K
+  c.strategy.source = "presampled"  # presampled (drawn once by the initial policy) | online
+  c.strategy.max_preview_tokens = 4  # stage-1 budget; responses hold this + max_new_tokens
+  c.strategy.preview_template = ""  # text after the prompt that asks for the preview
+  c.strategy.delimiter = ";"  # one token that ends a preview (kept as its last token)
+  c.strategy.merge_identical = False  # previews equal after whitespace/case folding share an id
+  c.strategy.train_on_preview = False  # preview tokens in the loss mask (never rewarded)
+  c.strategy.presample_path = ""  # '' = <workdir>/presample
+  c.strategy.presample_prompts = 0  # prompts to presample; 0 = steps * prompts_per_step
 
   # Advantage baseline and normalisation (METHODS §1-2).
   c.advantage = ConfigDict()
@@ -92,8 +124,27 @@ def base_config() -> ConfigDict:
   c.loss.norm_length = 0
   # |log-ratio| bound before exp (per token; GSPO: on log s_i).
   c.loss.ratio_log_clamp = 20.0
-  c.loss.num_iterations = 1  # mu
-  c.loss.micro_batch_size = 0  # 0 = the whole batch at once
+  # mu = num_iterations x num_minibatches optimizer steps per batch (METHODS §15); with mu > 1
+  # the old log-probs are recomputed once before the first step.
+  c.loss.num_iterations = 1  # passes over the batch
+  c.loss.num_minibatches = 1  # optimizer steps per pass (rows split evenly)
+  c.loss.micro_batch_size = 0  # rows per gradient-accumulation chunk; 0 = a whole minibatch
+
+  # DAPO extras (METHODS §4; Yu et al. 2025), applied to each step's rollouts before the update.
+  c.dapo = ConfigDict()
+  # Drop groups whose rewards are all equal; resample until B groups are kept or max rounds.
+  c.dapo.dynamic_sampling = False
+  c.dapo.oversample = 1.0  # prompts per sampling round = ceil(oversample * B)
+  c.dapo.max_sampling_rounds = 3
+  # True: raise if fewer than B groups survive; False: train on them (rows padded, logged).
+  c.dapo.require_full_batch = False
+  # Truncated responses (no EOS within max_new_tokens) are masked out of the loss.
+  c.dapo.overlong_filter = False
+  # Soft overlong punishment: reward += weight * max(-(L - (L_max - buffer)) / buffer, -1),
+  # if L > L_max - buffer (L_max = sampling.max_new_tokens).
+  c.dapo.overlong_penalty = False
+  c.dapo.overlong_buffer = 4  # tokens
+  c.dapo.overlong_penalty_weight = 1.0
 
   # AdamW with linear warmup, constant after, and global-norm clipping.
   c.optimizer = ConfigDict()
@@ -120,6 +171,12 @@ def base_config() -> ConfigDict:
   c.mesh.data = -1
   c.mesh.fsdp = 1
   c.mesh.tensor = 1
+  # Logical-axis rule presets (grpo_jax.sharding_rules): train | sample | replicated. 'train'
+  # splits params, grads and Adam moments over fsdp x tensor; 'sample' over tensor only.
+  c.mesh.train_rules = "train"
+  c.mesh.sample_rules = "sample"
+  # Constrain activations at layer boundaries to rows over data x fsdp (jax.set_mesh).
+  c.mesh.constrain_activations = True
 
   # Held-out evaluation: n samples per problem, pass@k for k in ks.
   c.eval = ConfigDict()
@@ -128,6 +185,8 @@ def base_config() -> ConfigDict:
   c.eval.ks = (1, 8)
   c.eval.temperature = 1.0
   c.eval.top_p = 1.0
+  # Two-stage (preview → completions) evaluation with online previews; default single-stage.
+  c.eval.with_strategy = False
   c.eval.before = True
   c.eval.after = True
 

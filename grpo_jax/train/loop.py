@@ -19,38 +19,55 @@ from tqdm.auto import tqdm
 from grpo_jax import config_file, data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.eval.runner import evaluate
-from grpo_jax.train import plots
+from grpo_jax.train import distributed, dynamic_sampling, plots
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.rollout import SampleSettings, rollout
 from grpo_jax.train.state import init_state, step_keys
+from grpo_jax.train.strategy_rollout import StrategyRollout
 from grpo_jax.train.update import make_update_step
 from grpo_jax.train.warmstart import warm_start
 
 
 def build_task(cfg):
-  if cfg.data.task != "countdown":
-    raise ValueError(f"unknown data.task {cfg.data.task!r}; available: ['countdown']")
-  return data.CountdownTask.from_config(cfg)
+  """The prompt source named by ``data.task``: 'countdown' (built in) or 'math' (datasets +
+  math-verify grading, tokenized with ``model.hf_path``'s tokenizer)."""
+  if cfg.data.task == "countdown":
+    return data.CountdownTask.from_config(cfg)
+  if cfg.data.task == "math":
+    if not cfg.model.hf_path:
+      raise ValueError("data.task='math' needs model.hf_path (its tokenizer encodes the prompts)")
+    from transformers import AutoTokenizer
+
+    from grpo_jax.data.math.task import MathTask
+
+    return MathTask.from_config(cfg, AutoTokenizer.from_pretrained(cfg.model.hf_path))
+  raise ValueError(f"unknown data.task {cfg.data.task!r}; available: ['countdown', 'math']")
 
 
 def write_json(path: pathlib.Path, obj) -> None:
+  if not distributed.is_primary():  # multi-host: process 0 writes the run directory
+    return
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def _cached_eval(path: pathlib.Path, run_eval) -> dict:
   """Evaluations are written once; a resumed run reads them back instead of redoing them."""
-  if path.exists():
+  if distributed.agree(path.exists()):  # one decision for all processes (the eval is collective)
     return json.loads(path.read_text())
   result = run_eval()
   write_json(path, result)
   return result
 
 
-def train(cfg, workdir: str | pathlib.Path, log=print) -> dict:
-  """Runs (or resumes) the experiment ``cfg`` in ``workdir``; returns ``results.json``'s dict."""
+def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = False) -> dict:
+  """Runs (or resumes) the experiment ``cfg`` in ``workdir``; returns ``results.json``'s dict.
+
+  ``presample_only``: stop once the initial (warm-started) policy has been checkpointed and the
+  strategy previews drawn (``launch.py --mode=presample``); a later run resumes from there.
+  """
   workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   write_json(workdir / "config.json", {"config": cfg.to_dict(),
@@ -67,38 +84,55 @@ def train(cfg, workdir: str | pathlib.Path, log=print) -> dict:
   # Data.
   task = build_task(cfg)
   eval_problems = task.eval_problems(cfg.eval.num_problems)
+  strategy = StrategyRollout(cfg, task)  # METHODS §5; inactive = plain one-stage sampling
+  log(strategy.describe())
 
   # Model.
-  model_cfg = models.ModelConfig.from_config(cfg.model, vocab_size=len(task.tokenizer))
-  graphdef, params = models.init_params(model_cfg, cfg.seed)
+  graphdef, params = models.build_policy(cfg, vocab_size=len(task.tokenizer))
   optimizer = make_optimizer(cfg.optimizer)
 
-  # Shardings (data parallel: state replicated, batch rows split).
+  # Shardings (logical-axis rules, grpo_jax.sharding_rules: FSDP × TP for the train state incl.
+  # optimizer moments and reference model; tensor-only for the sampler; batch rows split).
   state_shapes = jax.eval_shape(lambda p: init_state(p, optimizer, cfg), params)
-  state_shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state_shapes)
+  state_shardings = shard_lib.state_shardings(state_shapes, mesh, shard_lib.rules_for(cfg.mesh))
+  sample_shardings = shard_lib.state_shardings(state_shapes["params"], mesh,
+                                               shard_lib.rules_for(cfg.mesh, "sample"))
   update_step = make_update_step(graphdef, optimizer, cfg, mesh, state_shardings,
-                                 prompt_len=task.prompt_len)
+                                 prompt_len=strategy.prompt_len)
+  if cfg.mesh.constrain_activations:
+    update_step = shard_lib.under_mesh(update_step, mesh)
 
   # Restore, or warm start and begin.
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
-  metrics_writer = MetricsWriter(workdir, cfg.logging.tensorboard)
+  metrics_writer = MetricsWriter(workdir, cfg.logging.tensorboard,
+                                 enabled=distributed.is_primary())
   if ckpt.latest_step() is not None:
     state = ckpt.restore(abstract_like(state_shapes, state_shardings))
     log(f"resumed from checkpoint at step {int(state['step'])}")
     metrics_writer.truncate_after(int(state["step"]))
   else:
-    params = shard_lib.replicate(params, mesh)
     if cfg.warmstart.enabled:
+      params = shard_lib.replicate(params, mesh)
       params, history = warm_start(graphdef, params, task, cfg, mesh, log=log)
       write_json(workdir / "warmstart.json", history)
-    state = jax.device_put(init_state(params, optimizer, cfg), state_shardings)
+    state = shard_lib.init_sharded(lambda p: init_state(p, optimizer, cfg), params,
+                                   state_shardings)
     ckpt.save(0, state)
     ckpt.wait()
+  strategy.prepare(graphdef, state["params"], mesh, workdir, int(state["step"]), log=log)
+  if presample_only:
+    ckpt.close()
+    metrics_writer.close()
+    return {"presample": str(strategy.presampled.path) if strategy.presampled else None}
 
   chunk = B * G // cfg.eval.num_samples if (B * G) % cfg.eval.num_samples == 0 else B
   eval_rng = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 2**31 - 1)  # never a step key
 
   def run_eval(desc):
+    if cfg.eval.with_strategy and strategy.active:
+      return strategy.evaluate(graphdef, state["params"], eval_problems, cfg.eval,
+                               cfg.sampling.max_new_tokens, eval_rng, mesh, chunk,
+                               progress=cfg.logging.progress, desc=desc)
     return evaluate(graphdef, state["params"], task, eval_problems, cfg.eval,
                     cfg.sampling.max_new_tokens, eval_rng, mesh, chunk,
                     progress=cfg.logging.progress, desc=desc)
@@ -117,17 +151,29 @@ def train(cfg, workdir: str | pathlib.Path, log=print) -> dict:
     for step in bar:
       t0 = time.time()
       cursor = int(state["data_pos"])
-      problems = task.train_problems(cursor, B)
       keys = step_keys(state["rng"], step)
-      batch, info = rollout(graphdef, state["params"], task, problems, G, keys["sample"], settings,
-                            mesh)
+      # DAPO shaping around the rollout (METHODS §4): dynamic sampling, overlong filter/penalty.
+      sample_params = shard_lib.reshard(state["params"], sample_shardings)  # sampling preset
+
+      def rollout_fn(problems, rng, params=sample_params):
+        return rollout(graphdef, params, task, problems, G, rng, settings, mesh,
+                       strategy=strategy)
+
+      batch, info = dynamic_sampling.sample_batch(
+          # Multi-host: each process samples and grades only its own prompts' rows.
+          *distributed.process_share(rollout_fn, task.train_problems, mesh, G, cfg),
+          cursor, keys["sample"], cfg, task.eos_id,
+          row_multiple=shard_lib.batch_size_multiple(mesh))
       t1 = time.time()
       state, metrics = update_step(state, shard_lib.shard_batch(batch, mesh))
-      state["data_pos"] = jax.device_put(np.int32(cursor + B), state_shardings["data_pos"])
+      state["data_pos"] = jax.device_put(np.int32(cursor + info["data/consumed"]),
+                                         state_shardings["data_pos"])
       metrics = to_host(metrics)
       check_finite(step + 1, metrics)
       metrics.update({"response/truncated_frac": info["response/truncated_frac"],
                       "time/rollout_s": t1 - t0, "time/update_s": time.time() - t1})
+      metrics.update(info.get("metrics", {}))  # strategy/* when two-stage sampling is on
+      metrics.update({k: v for k, v in info.items() if k.startswith("dapo/")})
       metrics_writer.write(step + 1, metrics)
       bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}")
       if ckpt.due(step + 1, last=step + 1 == cfg.steps):
@@ -136,12 +182,13 @@ def train(cfg, workdir: str | pathlib.Path, log=print) -> dict:
     # Pending saves hold earlier, finite steps: finish them even when a step fails.
     ckpt.close()
     metrics_writer.close()
+    strategy.write_stats(workdir / "strategy_previews.json")
 
   if cfg.eval.after:
     results["after"] = _cached_eval(workdir / "eval" / f"after_step{cfg.steps}.json",
                                     lambda: run_eval("eval after"))
   results["wall_time_s"] = time.time() - t_start
   write_json(workdir / "results.json", results)
-  if cfg.logging.plot:
+  if cfg.logging.plot and distributed.is_primary():
     plots.reward_curve(workdir)
   return results

@@ -21,6 +21,8 @@ Batch keys (N rows, P prompt tokens, T completion tokens, L = P + T):
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -29,6 +31,7 @@ from grpo_jax import advantages as adv_lib
 from grpo_jax import losses as loss_lib
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.models.chunked_logps import chunked_token_logps
 from grpo_jax.train.microbatch import (
   accumulate_grads,
   map_rows,
@@ -95,8 +98,16 @@ def make_update_fn(
     )
   micro_rows = int(cfg.loss.micro_batch_size)
 
+  vocab_chunk = int(cfg.model.get("logps_vocab_chunk", 0))
+
   def completion_logps(params, rows, with_entropy=False):
-    out = models.token_logps(
+    # model.logps_vocab_chunk > 0: online logsumexp over vocabulary chunks, no N×L×V logits.
+    logps_fn = (
+      functools.partial(chunked_token_logps, vocab_chunk=vocab_chunk)
+      if vocab_chunk > 0
+      else models.token_logps
+    )
+    out = logps_fn(
       graphdef,
       params,
       rows["tokens_NxL"],

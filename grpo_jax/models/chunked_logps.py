@@ -1,0 +1,83 @@
+"""Per-token log-probs over vocabulary chunks: the N×L×V logits are never materialised.
+
+Same contract as ``grpo_jax.models.token_logps`` (logps_BxL[:, t] = log softmax(logits[:, t−1]
+/ τ)[tokens[:, t]], 0 at t = 0 and at padding; optional entropies), computed from the final
+hidden states h_BxLxD and the unembedding W (D×V; the embedding table's transpose when tied)
+one vocabulary chunk of C columns at a time with an online logsumexp (Milakov & Gimelshein 2018):
+
+  m ← max(m, max_c z),  s ← s·e^{m_old−m} + Σ_c e^{z−m},  u ← u·e^{m_old−m} + Σ_c e^{z−m}·z
+  lse = m + log s,   log p(y) = z_y − lse,   entropy = lse − u/s
+
+with z = (h·W_c)/τ in float32. Each chunk's body is rematerialised, so the backward pass keeps
+only the B×L running statistics per chunk: peak memory O(B·L·C) instead of O(B·L·V).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_tokens
+
+
+def hidden_and_unembedding(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL):
+  """(final-norm hidden states h_BxLxD, unembedding W_VxD as rows) of the padded batch."""
+  model = nnx.merge(graphdef, params)
+  h_BxLxD, _ = model(
+    real_tokens(tokens_BxL, mask_BxL), positions_from_mask(mask_BxL), causal_mask(mask_BxL)
+  )
+  if model.lm_head is None:
+    return h_BxLxD, model.embed_tokens.embedding[...], model.embed_tokens.dtype
+  return h_BxLxD, model.lm_head.kernel[...].T, model.lm_head.dtype
+
+
+def chunked_token_logps(
+  graphdef: nnx.GraphDef,
+  params: dict,
+  tokens_BxL: jax.Array,
+  mask_BxL: jax.Array,
+  temperature: float = 1.0,
+  with_entropy: bool = False,
+  vocab_chunk: int = 8192,
+):
+  """``token_logps`` computed ``vocab_chunk`` vocabulary entries at a time (see module doc)."""
+  h_BxLxD, w_VxD, dtype = hidden_and_unembedding(graphdef, params, tokens_BxL, mask_BxL)
+  h_BxLxD = h_BxLxD[:, :-1]
+  V, D = w_VxD.shape
+  C = min(int(vocab_chunk), V)
+  K = -(-V // C)
+  # Pad the vocabulary to K·C rows; padded columns get logit −inf (weight 0 in every sum).
+  w_KxCxD = jnp.pad(w_VxD, ((0, K * C - V), (0, 0))).reshape(K, C, D)
+  targets_BxL1 = tokens_BxL[:, 1:].astype(jnp.int32)
+  B, L1 = targets_BxL1.shape
+
+  @jax.checkpoint
+  def body(carry, inputs):
+    m, s, u, picked = carry
+    w_CxD, k = inputs
+    z = jnp.einsum("bld,cd->blc", h_BxLxD.astype(dtype), w_CxD.astype(dtype))
+    z = z.astype(jnp.float32) / temperature
+    col_C = k * C + jnp.arange(C)
+    z = jnp.where(col_C < V, z, -jnp.inf)
+    m_new = jnp.maximum(m, jnp.max(z, axis=-1))
+    scale = jnp.exp(m - m_new)
+    e = jnp.exp(z - m_new[..., None])
+    s = s * scale + jnp.sum(e, axis=-1)
+    u = u * scale + jnp.sum(jnp.where(e > 0, e * z, 0.0), axis=-1)
+    hit = col_C[None, None, :] == targets_BxL1[..., None]
+    picked = picked + jnp.sum(jnp.where(hit, z, 0.0), axis=-1)
+    return (m_new, s, u, picked), None
+
+  zeros = jnp.zeros((B, L1), jnp.float32)
+  init = (jnp.full((B, L1), -jnp.inf, jnp.float32), zeros, zeros, zeros)
+  (m, s, u, picked), _ = jax.lax.scan(body, init, (w_KxCxD, jnp.arange(K)))
+  lse_BxL1 = m + jnp.log(s)
+  keep_BxL = mask_BxL.astype(bool)
+  zeros_Bx1 = jnp.zeros((B, 1), jnp.float32)
+  logps_BxL = jnp.where(keep_BxL, jnp.concatenate([zeros_Bx1, picked - lse_BxL1], axis=1), 0.0)
+  if not with_entropy:
+    return logps_BxL
+  entropy_BxL1 = lse_BxL1 - u / s
+  entropy_BxL = jnp.where(keep_BxL, jnp.concatenate([zeros_Bx1, entropy_BxL1], axis=1), 0.0)
+  return logps_BxL, entropy_BxL
