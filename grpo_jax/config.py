@@ -187,6 +187,9 @@ def base_config() -> ConfigDict:
   c.eval.top_p = 1.0
   # Two-stage (preview → completions) evaluation with online previews; default single-stage.
   c.eval.with_strategy = False
+  # Also evaluate every k RL steps (0 = only before and after), writing
+  # eval/<benchmark>_step<k>.json and eval/summary.md.
+  c.eval.every_steps = 0
   c.eval.before = True
   c.eval.after = True
 

@@ -114,3 +114,24 @@ def test_non_finite_loss_stops_run_without_checkpoint(tmp_path, monkeypatch):
   assert saved[-1] == 2
   steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert steps == [1, 2]
+
+
+def test_periodic_eval_and_eval_mode(tmp_path):
+  overrides = ["--config.steps=4", "--config.eval.every_steps=2", "--config.checkpoint.every=2"]
+  proc = subprocess.run(LAUNCH + ["--workdir", str(tmp_path)] + overrides, env=_env(),
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  names = sorted(p.name for p in (tmp_path / "eval").glob("countdown_step*.json"))
+  assert names == ["countdown_step0.json", "countdown_step2.json", "countdown_step4.json"]
+  after = json.loads((tmp_path / "eval" / "countdown_step4.json").read_text())
+  assert json.loads((tmp_path / "results.json").read_text())["after"]["pass@1"] == after["pass@1"]
+  # --mode=eval on the step-2 checkpoint with other sampling settings: a new file and summary row.
+  proc = subprocess.run(LAUNCH + ["--workdir", str(tmp_path), "--mode=eval", "--step=2",
+                                  "--config.eval.temperature=0.5"] + overrides, env=_env(),
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  kept = json.loads((tmp_path / "eval" / "countdown_step2.json").read_text())
+  cooler = json.loads((tmp_path / "eval" / "countdown_T0.5_step2.json").read_text())
+  assert kept["sampling"]["temperature"] == 1.0 and cooler["sampling"]["temperature"] == 0.5
+  summary = (tmp_path / "eval" / "summary.md").read_text()
+  assert summary.count("| countdown |") == 3 and summary.count("| countdown_T0.5 | 2 |") == 1

@@ -38,6 +38,13 @@ def by_level(correct_PxN: np.ndarray, levels: list, ks) -> dict:
   return table
 
 
+def result_name(benchmark: str, eval_cfg) -> str:
+  """The benchmark's result name; non-default sampling settings are part of it (METHODS §6)."""
+  tag = "" if eval_cfg.temperature == 1.0 else f"_T{eval_cfg.temperature:g}"
+  tag += "" if eval_cfg.top_p == 1.0 else f"_p{eval_cfg.top_p:g}"
+  return benchmark + tag
+
+
 def result_path(workdir: str | pathlib.Path, benchmark: str, step: int) -> pathlib.Path:
   return pathlib.Path(workdir) / "eval" / f"{benchmark}_step{step}.json"
 

@@ -62,13 +62,15 @@ def evaluate(graphdef, params, task, problems, eval_cfg, max_new_tokens: int, rn
 
 
 def evaluate_benchmarks(graphdef, params, task, eval_cfg, max_new_tokens: int, rng, mesh,
-                        chunk_problems: int, workdir, step: int, progress: bool = True) -> dict:
+                        chunk_problems: int, workdir, step: int, progress: bool = True,
+                        write: bool = True) -> dict:
   """Evaluates every benchmark of the task, writing ``eval/<benchmark>_step<step>.json`` and
   refreshing ``eval/summary.md``. Returns ``{benchmark: result}``."""
   results = {}
   for name, problems in task.benchmarks(eval_cfg.num_problems).items():
     result = evaluate(graphdef, params, task, problems, eval_cfg, max_new_tokens, rng, mesh,
                       chunk_problems, progress, desc=f"eval {name}")
-    bench_lib.write_result(workdir, name, step, result)
+    if write:  # multi-host: every process evaluates, process 0 writes
+      bench_lib.write_result(workdir, bench_lib.result_name(name, eval_cfg), step, result)
     results[name] = result
   return results

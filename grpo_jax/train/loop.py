@@ -8,6 +8,7 @@ optimizer, HA-DW anchor, step, base RNG and data cursor, and per-step keys are p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import time
@@ -18,7 +19,8 @@ from tqdm.auto import tqdm
 
 from grpo_jax import config_file, data, models
 from grpo_jax import sharding as shard_lib
-from grpo_jax.eval.runner import evaluate
+from grpo_jax.eval import benchmarks as bench_lib
+from grpo_jax.eval.runner import evaluate_benchmarks
 from grpo_jax.train import distributed, dynamic_sampling, plots
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
@@ -53,27 +55,22 @@ def write_json(path: pathlib.Path, obj) -> None:
   path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def _cached_eval(path: pathlib.Path, run_eval) -> dict:
-  """Evaluations are written once; a resumed run reads them back instead of redoing them."""
-  if distributed.agree(path.exists()):  # one decision for all processes (the eval is collective)
-    return json.loads(path.read_text())
-  result = run_eval()
-  write_json(path, result)
-  return result
+@dataclasses.dataclass
+class Setup:
+  """What training and evaluation share: mesh, task, model, optimizer and shardings."""
+
+  mesh: jax.sharding.Mesh
+  task: object
+  strategy: StrategyRollout
+  graphdef: object
+  params: dict
+  optimizer: object
+  state_shapes: dict
+  state_shardings: dict
+  sample_shardings: dict
 
 
-def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = False) -> dict:
-  """Runs (or resumes) the experiment ``cfg`` in ``workdir``; returns ``results.json``'s dict.
-
-  ``presample_only``: stop once the initial (warm-started) policy has been checkpointed and the
-  strategy previews drawn (``launch.py --mode=presample``); a later run resumes from there.
-  """
-  workdir = pathlib.Path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
-  write_json(workdir / "config.json", {"config": cfg.to_dict(),
-                                       "hash": config_file.content_hash(cfg)})
-  t_start = time.time()
-
+def setup(cfg, log=print) -> Setup:
   # Mesh.
   mesh = shard_lib.make_mesh(cfg.mesh)
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
@@ -83,7 +80,6 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
 
   # Data.
   task = build_task(cfg)
-  eval_problems = task.eval_problems(cfg.eval.num_problems)
   strategy = StrategyRollout(cfg, task)  # METHODS §5; inactive = plain one-stage sampling
   log(strategy.describe())
 
@@ -97,6 +93,75 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
   state_shardings = shard_lib.state_shardings(state_shapes, mesh, shard_lib.rules_for(cfg.mesh))
   sample_shardings = shard_lib.state_shardings(state_shapes["params"], mesh,
                                                shard_lib.rules_for(cfg.mesh, "sample"))
+  return Setup(mesh, task, strategy, graphdef, params, optimizer, state_shapes, state_shardings,
+               sample_shardings)
+
+
+def _evaluator(cfg, s: Setup, workdir: pathlib.Path):
+  """``run_eval(params, step) -> {benchmark: result}``, written to eval/<benchmark>_step<k>.json
+  once: a resumed run reads existing files back instead of redoing them."""
+  B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
+  chunk = B * G // cfg.eval.num_samples if (B * G) % cfg.eval.num_samples == 0 else B
+  rng = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 2**31 - 1)  # never a step key
+  with_strategy = cfg.eval.with_strategy and s.strategy.active
+  names = list(s.task.benchmarks(cfg.eval.num_problems))
+  names = [f"{names[0]}_with_strategy"] if with_strategy else names
+  names = [bench_lib.result_name(n, cfg.eval) for n in names]
+
+  def run_eval(params, step: int) -> dict:
+    paths = [bench_lib.result_path(workdir, n, step) for n in names]
+    if distributed.agree(all(p.exists() for p in paths)):  # one decision for all processes
+      return {n: json.loads(p.read_text()) for n, p in zip(names, paths)}
+    if not with_strategy:
+      return evaluate_benchmarks(s.graphdef, params, s.task, cfg.eval,
+                                 cfg.sampling.max_new_tokens, rng, s.mesh, chunk, workdir, step,
+                                 progress=cfg.logging.progress, write=distributed.is_primary())
+    result = s.strategy.evaluate(s.graphdef, params, s.task.eval_problems(cfg.eval.num_problems),
+                                 cfg.eval, cfg.sampling.max_new_tokens, rng, s.mesh, chunk,
+                                 progress=cfg.logging.progress, desc="eval with strategy")
+    if distributed.is_primary():
+      bench_lib.write_result(workdir, names[0], step, result)
+    return {names[0]: result}
+
+  return run_eval
+
+
+def evaluate_run(cfg, workdir: str | pathlib.Path, step: int | None = None, log=print) -> dict:
+  """``launch.py --mode=eval``: evaluates a run directory's checkpoint (the latest, or ``step``)
+  or, with no checkpoint there, the policy as built (``model.hf_path`` or a fresh init)."""
+  workdir = pathlib.Path(workdir)
+  s = setup(cfg, log=log)
+  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
+  if ckpt.latest_step() is not None:
+    step = ckpt.latest_step() if step is None else step
+    params = ckpt.restore(abstract_like(s.state_shapes, s.state_shardings), step)["params"]
+    log(f"evaluating checkpoint step {step} of {workdir}")
+  else:
+    step = 0 if step is None else step
+    params = shard_lib.place(s.params, s.state_shardings["params"])
+    log(f"no checkpoint in {workdir}; evaluating the policy as built")
+  ckpt.close()
+  results = _evaluator(cfg, s, workdir)(params, step)
+  if distributed.is_primary():
+    log(bench_lib.summary_table(bench_lib.read_results(workdir)))
+  return results
+
+
+def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = False) -> dict:
+  """Runs (or resumes) the experiment ``cfg`` in ``workdir``; returns ``results.json``'s dict.
+
+  ``presample_only``: stop once the initial (warm-started) policy has been checkpointed and the
+  strategy previews drawn (``launch.py --mode=presample``); a later run resumes from there.
+  """
+  workdir = pathlib.Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  write_json(workdir / "config.json", {"config": cfg.to_dict(),
+                                       "hash": config_file.content_hash(cfg)})
+  t_start = time.time()
+  s = setup(cfg, log=log)
+  mesh, task, strategy, graphdef = s.mesh, s.task, s.strategy, s.graphdef
+  params, optimizer, state_shardings = s.params, s.optimizer, s.state_shardings
+  G = cfg.sampling.group_size
   update_step = make_update_step(graphdef, optimizer, cfg, mesh, state_shardings,
                                  prompt_len=strategy.prompt_len)
   if cfg.mesh.constrain_activations:
@@ -107,7 +172,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
   metrics_writer = MetricsWriter(workdir, cfg.logging.tensorboard,
                                  enabled=distributed.is_primary())
   if ckpt.latest_step() is not None:
-    state = ckpt.restore(abstract_like(state_shapes, state_shardings))
+    state = ckpt.restore(abstract_like(s.state_shapes, state_shardings))
     log(f"resumed from checkpoint at step {int(state['step'])}")
     metrics_writer.truncate_after(int(state["step"]))
   else:
@@ -125,22 +190,11 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
     metrics_writer.close()
     return {"presample": str(strategy.presampled.path) if strategy.presampled else None}
 
-  chunk = B * G // cfg.eval.num_samples if (B * G) % cfg.eval.num_samples == 0 else B
-  eval_rng = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 2**31 - 1)  # never a step key
-
-  def run_eval(desc):
-    if cfg.eval.with_strategy and strategy.active:
-      return strategy.evaluate(graphdef, state["params"], eval_problems, cfg.eval,
-                               cfg.sampling.max_new_tokens, eval_rng, mesh, chunk,
-                               progress=cfg.logging.progress, desc=desc)
-    return evaluate(graphdef, state["params"], task, eval_problems, cfg.eval,
-                    cfg.sampling.max_new_tokens, eval_rng, mesh, chunk,
-                    progress=cfg.logging.progress, desc=desc)
-
-  results = {"num_eval_problems": len(eval_problems)}
+  run_eval = _evaluator(cfg, s, workdir)
+  primary = lambda results: next(iter(results.values()))  # the first benchmark, for the table
+  results = {"num_eval_problems": len(task.eval_problems(cfg.eval.num_problems))}
   if cfg.eval.before:
-    results["before"] = _cached_eval(workdir / "eval" / "before.json",
-                                     lambda: run_eval("eval before"))
+    results["before"] = primary(run_eval(state["params"], 0))
 
   # Loop.
   settings = SampleSettings.from_config(cfg.sampling)
@@ -153,7 +207,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
       cursor = int(state["data_pos"])
       keys = step_keys(state["rng"], step)
       # DAPO shaping around the rollout (METHODS §4): dynamic sampling, overlong filter/penalty.
-      sample_params = shard_lib.reshard(state["params"], sample_shardings)  # sampling preset
+      sample_params = shard_lib.reshard(state["params"], s.sample_shardings)  # sampling preset
 
       def rollout_fn(problems, rng, params=sample_params):
         return rollout(graphdef, params, task, problems, G, rng, settings, mesh,
@@ -178,6 +232,8 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
       bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}")
       if ckpt.due(step + 1, last=step + 1 == cfg.steps):
         ckpt.save(step + 1, state)
+      if cfg.eval.every_steps and (step + 1) % cfg.eval.every_steps == 0 and step + 1 < cfg.steps:
+        run_eval(state["params"], step + 1)  # the final step is evaluated below
   finally:
     # Pending saves hold earlier, finite steps: finish them even when a step fails.
     ckpt.close()
@@ -185,8 +241,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
     strategy.write_stats(workdir / "strategy_previews.json")
 
   if cfg.eval.after:
-    results["after"] = _cached_eval(workdir / "eval" / f"after_step{cfg.steps}.json",
-                                    lambda: run_eval("eval after"))
+    results["after"] = primary(run_eval(state["params"], cfg.steps))
   results["wall_time_s"] = time.time() - t_start
   write_json(workdir / "results.json", results)
   if cfg.logging.plot and distributed.is_primary():
