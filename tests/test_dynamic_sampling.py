@@ -162,3 +162,23 @@ def test_every_dapo_key_changes_the_output(key, value, reference):
       sample({**reference, key: value})
     return
   assert not np.array_equal(base, sample({**reference, key: value}))
+
+
+def test_hadw_accuracy_covers_dropped_groups():
+  """METHODS §3: y_t averages every sampled response, not only the groups kept for training."""
+  from grpo_jax import advantages
+
+  rollout_fn, _ = fake_rollout()
+  cfg = make_cfg(dynamic_sampling=True, max_sampling_rounds=5)
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  # Two rounds of problems 0..7: 0, 3, 6 score [1, 1], the others [1, 0] -> 11 / 16.
+  np.testing.assert_allclose(batch["step_accuracy_N"], 11 / 16)
+  assert np.mean(batch["rewards_N"]) == 0.5  # the kept groups alone would say 0.5
+  cfg.hadw.enabled = True
+  args = (batch["rewards_N"], batch["group_ids_N"], batch["subgroup_ids_N"], cfg,
+          advantages.init_anchor(cfg), jax.random.PRNGKey(0))
+  _, _, aux_kept = advantages.compute(*args)
+  _, anchor, aux_all = advantages.compute(*args, batch_acc=np.mean(batch["step_accuracy_N"]))
+  assert float(aux_kept["hadw/batch_acc"]) == 0.5
+  np.testing.assert_allclose(float(aux_all["hadw/batch_acc"]), 11 / 16)
+  np.testing.assert_allclose(float(aux_all["hadw/anchor"]), 11 / 16)  # first step: C⁻ := y_1

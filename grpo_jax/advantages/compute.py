@@ -65,6 +65,7 @@ def compute(
   cfg,
   anchor: dict[str, jax.Array],
   rng: jax.Array,
+  batch_acc: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array], dict[str, jax.Array]]:
   """Advantages for one step (METHODS §1-3). Returns (advantages_N, new_anchor, aux).
 
@@ -72,6 +73,8 @@ def compute(
   negative = padded row (``subgroup_ids_N=None`` means one subgroup per group). ``anchor`` is
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
   by the offset shuffle only). ``aux`` holds the scalars named in ``AUX_KEYS``.
+  ``batch_acc``: HA-DW's y_t when the rows are not every sampled response of the step (DAPO's
+  dynamic sampling drops groups; y_t still averages all of them); default: mean of ``rewards_N``.
   """
   adv_cfg, hadw_cfg = _groups(cfg)
   rewards_N = jnp.asarray(rewards_N, jnp.float32)
@@ -97,7 +100,9 @@ def compute(
   adv_N = jnp.where(live_N, adv_N, 0.0)
 
   # §3: HA-DW. y_t counts every valid row of the step, degenerate groups included.
-  batch_acc = seg.masked_mean(rewards_N, valid_N)
+  if batch_acc is None:
+    batch_acc = seg.masked_mean(rewards_N, valid_N)
+  batch_acc = jnp.asarray(batch_acc, jnp.float32)
   zero = jnp.zeros((), jnp.float32)
   hadw_aux = dict.fromkeys(
     ("hadw/anchor", "hadw/eta", "hadw/phi_mean", "hadw/phi_min", "hadw/phi_max"), zero

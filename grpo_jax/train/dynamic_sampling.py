@@ -175,8 +175,12 @@ def sample_batch(
   else:  # every sampled row, untouched
     out, rows = batches[0], [(0, i) for i in range(len(batches[0]["rewards_N"]))]
   real_N = np.asarray(out["group_ids_N"]) >= 0
+  raw_N = np.concatenate(raw_rewards)
+  # HA-DW's batch accuracy y_t covers every sampled response, dropped groups included, before
+  # reward shaping (METHODS §3); broadcast per row so it shards like the rest of the batch.
+  out["step_accuracy_N"] = np.full(real_N.shape, np.mean(raw_N), np.float32)
   texts = [infos[r]["completions"][i] if "completions" in infos[r] else "" for r, i in rows]
-  raw_N, shaped_N = np.concatenate(raw_rewards), np.concatenate([b["rewards_N"] for b in batches])
+  shaped_N = np.concatenate([b["rewards_N"] for b in batches])
   informative = sum(
     len(informative_groups(b["rewards_N"], np.asarray(b["group_ids_N"]))) for b in batches
   )

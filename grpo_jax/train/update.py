@@ -167,6 +167,8 @@ def make_update_fn(
       cfg,
       state["anchor"],
       keys["advantage"],
+      # HA-DW's y_t over every sampled response (raw accuracy), when the rollout provides it.
+      batch_acc=jnp.mean(batch["step_accuracy_N"]) if "step_accuracy_N" in batch else None,
     )
     mask_NxT = batch["completion_mask_NxT"]
     if "loss_mask_N" in batch:
