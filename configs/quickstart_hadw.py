@@ -2,7 +2,7 @@
 
   python experiments/launch.py --config configs/quickstart_hadw.py --workdir runs/hadw
   python experiments/launch.py --config configs/quickstart_hadw.py:anchor=fixed,c=0.4 ...
-  python experiments/launch.py --config configs/quickstart_hadw.py:enabled=0 ...   # the GRPO control
+  python experiments/launch.py --config configs/quickstart_hadw.py:enabled=0 ...  # GRPO control
 
 Arguments (all optional): ``enabled`` (1), ``anchor`` (window | kalman | fixed), ``c`` (the fixed
 anchor, 0.4 / 0.5 / 0.6 in the paper's ablation), ``lam`` (λ, 1.3), ``steps`` (60).
