@@ -32,6 +32,8 @@ setup(
         # imports it.
         "dev": ["pytest>=8", "pytest-xdist", "hypothesis", "ruff", "nbclient", "ipykernel",
                 "safetensors", "torch==2.13.0"],
+        # benchmarks against transformers generate / TRL GRPOTrainer (experiments/bench_*.py)
+        "bench": ["trl", "torch==2.13.0"],
         "tpu": ["jax[tpu]"],
         "gpu": ["jax[cuda12]"],
     },

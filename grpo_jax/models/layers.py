@@ -26,11 +26,33 @@ from grpo_jax.models.rope import apply_rope, rope_inv_freq  # noqa: F401  (re-ex
 MASK_VALUE = float(jnp.finfo(jnp.float32).min)
 
 
+# Matmuls over (B, L, D) activations run as one (B·L, D) @ (D, F) product. Same numbers; on
+# XLA:CPU the backward of a 3-D dot_general (contracting over both B and L for the weight
+# gradient) is markedly slower than the 2-D GEMM (docs/performance.md). False = the plain path.
+FLATTEN_MATMULS = True
+
+
+def flat_matmul(fn, x_BxLxD: jax.Array) -> jax.Array:
+  """fn applied to x reshaped to (B·L, D), the result reshaped back to (B, L, F)."""
+  if not FLATTEN_MATMULS or x_BxLxD.ndim <= 2:
+    return fn(x_BxLxD)
+  lead = x_BxLxD.shape[:-1]
+  y = fn(x_BxLxD.reshape(-1, x_BxLxD.shape[-1]))
+  return y.reshape(*lead, y.shape[-1])
+
+
+class Linear(nnx.Linear):
+  """``nnx.Linear`` (same parameters: kernel (in, out), optional bias) through ``flat_matmul``."""
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    return flat_matmul(super().__call__, x)
+
+
 def linear(
   cfg: ModelConfig, d_in: int, d_out: int, rngs: nnx.Rngs, use_bias: bool = False
 ) -> nnx.Linear:
   # std 1/sqrt(fan_in): unit-variance outputs for unit-variance inputs.
-  return nnx.Linear(
+  return Linear(
     d_in,
     d_out,
     use_bias=use_bias,
@@ -87,6 +109,22 @@ def attend(q_BxLxHxDh, k_BxSxHkxDh, v_BxSxHkxDh, mask_BxLxS, scale: float) -> ja
   return out_BxLxHkxGxDh.reshape(B, L, H, Dh)
 
 
+def attend_cached(q_BxLxHxDh, k_BxHkxSxDh, v_BxHkxSxDh, mask_BxLxS, scale: float) -> jax.Array:
+  """:func:`attend` over a cache stored heads-major, (B, Hk, S, Dh): the batched dots then
+  read the cache in place instead of transposing all S slots of every layer at every decode
+  step (docs/performance.md)."""
+  B, L, H, Dh = q_BxLxHxDh.shape
+  Hk = k_BxHkxSxDh.shape[1]
+  q_BxLxHkxGxDh = q_BxLxHxDh.reshape(B, L, Hk, H // Hk, Dh)
+  scores_BxHkxGxLxS = jnp.einsum("blkgd,bksd->bkgls", q_BxLxHkxGxDh, k_BxHkxSxDh) * scale
+  scores_BxHkxGxLxS = jnp.where(
+    mask_BxLxS[:, None, None], scores_BxHkxGxLxS.astype(jnp.float32), MASK_VALUE
+  )
+  probs = jax.nn.softmax(scores_BxHkxGxLxS, axis=-1).astype(v_BxHkxSxDh.dtype)
+  out_BxLxHkxGxDh = jnp.einsum("bkgls,bksd->blkgd", probs, v_BxHkxSxDh)
+  return out_BxLxHkxGxDh.reshape(B, L, H, Dh)
+
+
 class Attention(nnx.Module):
   """Grouped-query self-attention with RoPE and the family's q/k RMSNorm (before RoPE).
 
@@ -114,9 +152,10 @@ class Attention(nnx.Module):
   def __call__(self, x_BxLxD, positions_BxL, mask_BxLxS, kv=None, cache_index=None):
     """Returns (out_BxLxD, (k, v)).
 
-    Without ``kv`` the keys are this call's own positions (S = L). With ``kv = (k_BxSxHkxDh,
-    v_BxSxHkxDh)`` the new keys/values are written at slot ``cache_index`` of that static
-    cache and the query attends over all S slots (``mask_BxLxS`` says which are visible).
+    Without ``kv`` the keys are this call's own positions (S = L), returned (B, L, Hk, Dh).
+    With ``kv = (k_BxHkxSxDh, v_BxHkxSxDh)`` (heads-major) the new keys/values are written at
+    slot ``cache_index`` of that static cache, the query attends over all S slots
+    (``mask_BxLxS`` says which are visible) and the updated caches are returned.
     """
     B, L, _ = x_BxLxD.shape
     H, Hk, Dh = self.num_heads, self.num_kv_heads, self.head_dim
@@ -138,9 +177,13 @@ class Attention(nnx.Module):
     q_BxLxHxDh, k_BxLxHkxDh = rope(q_BxLxHxDh), rope(k_BxLxHkxDh)
     if kv is not None:
       k_cache, v_cache = kv
-      start = (0, cache_index, 0, 0)
-      k_BxLxHkxDh = jax.lax.dynamic_update_slice(k_cache, k_BxLxHkxDh.astype(k_cache.dtype), start)
-      v_BxLxHkxDh = jax.lax.dynamic_update_slice(v_cache, v_BxLxHkxDh.astype(v_cache.dtype), start)
+      start = (0, 0, cache_index, 0)
+      put = lambda c, x: jax.lax.dynamic_update_slice(
+        c, jnp.swapaxes(x, 1, 2).astype(c.dtype), start
+      )
+      k_BxHkxSxDh, v_BxHkxSxDh = put(k_cache, k_BxLxHkxDh), put(v_cache, v_BxLxHkxDh)
+      out_BxLxHxDh = attend_cached(q_BxLxHxDh, k_BxHkxSxDh, v_BxHkxSxDh, mask_BxLxS, Dh**-0.5)
+      return self.o_proj(out_BxLxHxDh.reshape(B, L, H * Dh)), (k_BxHkxSxDh, v_BxHkxSxDh)
     out_BxLxHxDh = attend(q_BxLxHxDh, k_BxLxHkxDh, v_BxLxHkxDh, mask_BxLxS, Dh**-0.5)
     return self.o_proj(out_BxLxHxDh.reshape(B, L, H * Dh)), (k_BxLxHkxDh, v_BxLxHkxDh)
 

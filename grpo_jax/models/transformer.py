@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from grpo_jax.models.layers import DecoderLayer, linear, rms_norm
+from grpo_jax.models.layers import DecoderLayer, flat_matmul, linear, rms_norm
 from grpo_jax.models.model_config import ModelConfig
 
 
@@ -59,9 +59,10 @@ class Transformer(nnx.Module):
     """Final-norm hidden states and the per-layer (k, v) pairs.
 
     ``mask_BxLxS`` is the boolean attention mask (query l may read key s). With ``kv_caches``
-    (one (k_BxSxHkxDh, v_BxSxHkxDh) per layer) the new keys are written at ``cache_index``
-    and the returned pairs are the updated caches. Sliding-window layers further hide keys
-    W or more slots behind the query (HF's ``kv_idx > q_idx - W`` over cache positions).
+    (one heads-major (k_BxHkxSxDh, v_BxHkxSxDh) per layer) the new keys are written at
+    ``cache_index`` and the returned pairs are the updated caches. Sliding-window layers
+    further hide keys W or more slots behind the query (HF's ``kv_idx > q_idx - W`` over
+    cache positions).
     """
     x_BxLxD = self.embed_tokens(tokens_BxL)
     new_kvs = []
@@ -75,7 +76,7 @@ class Transformer(nnx.Module):
   def logits(self, h_BxLxD: jax.Array) -> jax.Array:
     """Unembedding in the compute dtype (callers cast to float32 before log-softmax)."""
     if self.lm_head is None:
-      return self.embed_tokens.attend(h_BxLxD)
+      return flat_matmul(self.embed_tokens.attend, h_BxLxD)
     return self.lm_head(h_BxLxD)
 
 

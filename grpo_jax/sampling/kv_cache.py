@@ -23,8 +23,9 @@ from grpo_jax.models.transformer import (
 class KVCache:
   """Per-layer keys/values over S static slots plus which slots hold real tokens."""
 
-  k_NxSxHkxDh: tuple[jax.Array, ...]  # one per layer
-  v_NxSxHkxDh: tuple[jax.Array, ...]
+  # Heads-major (N, Hk, S, Dh), one per layer: decode attention reads it without a transpose.
+  k_NxHkxSxDh: tuple[jax.Array, ...]
+  v_NxHkxSxDh: tuple[jax.Array, ...]
   valid_NxS: jax.Array  # bool: slot holds a real (non-padding) token
   positions_N: jax.Array  # int32: RoPE position of the next token written
   index: jax.Array  # int32 scalar: slot of the next token written
@@ -32,6 +33,15 @@ class KVCache:
   @property
   def num_slots(self) -> int:
     return self.valid_NxS.shape[1]
+
+  @property
+  def k_NxSxHkxDh(self) -> tuple[jax.Array, ...]:
+    """The keys in token-major order (a transposed copy, for inspection)."""
+    return tuple(jnp.swapaxes(k, 1, 2) for k in self.k_NxHkxSxDh)
+
+  @property
+  def v_NxSxHkxDh(self) -> tuple[jax.Array, ...]:
+    return tuple(jnp.swapaxes(v, 1, 2) for v in self.v_NxHkxSxDh)
 
 
 def prefill(
@@ -48,11 +58,12 @@ def prefill(
     tokens_NxP, positions_from_mask(prompt_mask_NxP), causal_mask(prompt_mask_NxP)
   )
   logits_NxV = model.logits(h_NxPxD[:, -1])
-  pad = ((0, 0), (0, num_slots - P), (0, 0), (0, 0))
+  pad = ((0, 0), (0, 0), (0, num_slots - P), (0, 0))
+  heads_major = lambda x_NxPxHkxDh: jnp.pad(jnp.swapaxes(x_NxPxHkxDh, 1, 2), pad)
   valid_NxS = jnp.pad(prompt_mask_NxP.astype(bool), ((0, 0), (0, num_slots - P)))
   cache = KVCache(
-    k_NxSxHkxDh=tuple(jnp.pad(k, pad) for k, _ in kvs),
-    v_NxSxHkxDh=tuple(jnp.pad(v, pad) for _, v in kvs),
+    k_NxHkxSxDh=tuple(heads_major(k) for k, _ in kvs),
+    v_NxHkxSxDh=tuple(heads_major(v) for _, v in kvs),
     valid_NxS=valid_NxS,
     positions_N=jnp.sum(prompt_mask_NxP.astype(jnp.int32), axis=1),
     index=jnp.asarray(P, jnp.int32),
@@ -76,13 +87,13 @@ def decode_step(
     token_N[:, None],
     cache.positions_N[:, None],
     valid_NxS[:, None, :],
-    kv_caches=tuple(zip(cache.k_NxSxHkxDh, cache.v_NxSxHkxDh)),
+    kv_caches=tuple(zip(cache.k_NxHkxSxDh, cache.v_NxHkxSxDh)),
     cache_index=index,
   )
   logits_NxV = model.logits(h_Nx1xD[:, 0])
   cache = KVCache(
-    k_NxSxHkxDh=tuple(k for k, _ in kvs),
-    v_NxSxHkxDh=tuple(v for _, v in kvs),
+    k_NxHkxSxDh=tuple(k for k, _ in kvs),
+    v_NxHkxSxDh=tuple(v for _, v in kvs),
     valid_NxS=valid_NxS,
     positions_N=cache.positions_N + 1,
     index=index + 1,

@@ -1,0 +1,369 @@
+"""One full RL step of grpo_jax (sample → grade → update) against TRL's ``GRPOTrainer``.
+
+Same checkpoint (``bench_common``), same work: 8 prompts of 32 random tokens × 8 completions,
+64 new tokens each (no early stop), a cheap host-side reward, the GRPO surrogate with μ = 1, no
+KL (TRL's default β = 0), AdamW, fp32 everywhere. Ours goes through the library's own path
+(``train.rollout.rollout`` and ``train.update.make_update_step``) and reports the breakdown:
+sampling, rewards (decode + grade on the host), log-probs (one extra forward pass over the
+batch — part of a step only with μ > 1 or KL; timed for reference), update, checkpoint (an
+orbax save of the whole state, not part of the step rate: TRL saves every 500 steps by default)
+and the number of XLA compilations of steps 1, 2, 3 (2 and 3 must be 0). TRL (installed with
+``pip install -e .[bench]``) runs ``--trl_steps`` steps; a step's time is taken between the
+trainer's step callbacks, best of all steps (torch compiles nothing). MFU = the update's model FLOPs
+(3 × forward: projections, attention over the causal context and the unembedding of the
+completion positions) / time / the matmul ceiling measured first in the same run.
+
+  python experiments/bench_step.py                    # tiny + small, ours + TRL, ~5 min
+  python experiments/bench_step.py --sizes small --steps 5 --trl_steps 4
+  python experiments/bench_step.py --growth_sizes tiny,small   # update time vs T and G
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+
+import bench_common as bc
+import jax
+import numpy as np
+
+from grpo_jax import config as config_lib
+from grpo_jax import models
+from grpo_jax import sharding as shard_lib
+from grpo_jax.train.checkpoint import Checkpointer
+from grpo_jax.train.optimizer import make_optimizer
+from grpo_jax.train.rollout import SampleSettings, rollout
+from grpo_jax.train.state import init_state
+from grpo_jax.train.update import make_update_step
+
+
+def reward_of(text: str) -> float:
+  """Share of completion words "tK" with K even (cheap, deterministic, varies per row)."""
+  words = text.split()
+  return sum(int(w[1:]) % 2 == 0 for w in words if w[1:].isdigit()) / max(len(words), 1)
+
+
+class BenchTask:
+  """The task interface ``rollout`` needs: fixed random prompts, HF-tokenizer decoding, the
+  reward above. ``eos_id = -1``: no sampled token ends a row (no early stop)."""
+
+  def __init__(self, tokenizer, prompts_BxP: np.ndarray):
+    self.tokenizer, self.prompts_BxP = tokenizer, prompts_BxP
+    self.pad_id, self.eos_id, self.prompt_len = bc.PAD_ID, -1, prompts_BxP.shape[1]
+
+  def encode_prompts(self, problems):
+    return self.prompts_BxP[np.asarray(problems)]
+
+  def decode(self, tokens_NxT, mask_NxT):
+    return self.tokenizer.batch_decode(
+      np.where(mask_NxT > 0, tokens_NxT, bc.PAD_ID), skip_special_tokens=True
+    )
+
+  def rewards(self, problems, completions):
+    return [reward_of(c) for c in completions]
+
+
+def bench_config(B: int, G: int, T: int):
+  cfg = config_lib.base_config()
+  cfg.sampling.prompts_per_step, cfg.sampling.group_size, cfg.sampling.max_new_tokens = B, G, T
+  cfg.optimizer.warmup_steps = 0
+  cfg.optimizer.learning_rate = 1e-6
+  return cfg
+
+
+def update_flops(name: str, N: int, P: int, T: int) -> float:
+  f = bc.flops_of(name)
+  L = P + T
+  return 3 * f.forward(N * L, N * T, N * bc.causal_pairs(P, L))
+
+
+def ours(name: str, B: int, G: int, P: int, T: int, steps: int, ceiling: float, counter) -> dict:
+  hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
+  cfg = bench_config(B, G, T)
+  mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[:1])
+  optimizer = make_optimizer(cfg.optimizer)
+  state = init_state(hf.params, optimizer, cfg)
+  shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
+  state = jax.device_put(state, shardings)
+  update = make_update_step(hf.graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
+  logps_fn = jax.jit(lambda p, t, m: models.token_logps(hf.graphdef, p, t, m))
+  task = BenchTask(hf.tokenizer, bc.random_prompts(B, P, bc.SIZES[name]["vocab"]))
+  settings = SampleSettings(max_new_tokens=T)
+  ckpt_dir = tempfile.mkdtemp(prefix="bench_ckpt_")
+  ckpt = Checkpointer(ckpt_dir, every=1, keep=1)
+  per_step = []
+  for step in range(steps):
+    before = counter.count
+    rng = jax.random.fold_in(jax.random.key(0), step)
+    t0 = time.perf_counter()
+    t_roll = time.perf_counter()
+    batch, _ = rollout(hf.graphdef, state["params"], task, list(range(B)), G, rng, settings, mesh)
+    t_roll = time.perf_counter() - t_roll
+    t_up = time.perf_counter()
+    state, metrics = update(state, batch)
+    jax.block_until_ready(metrics)
+    t_up = time.perf_counter() - t_up
+    total = time.perf_counter() - t0
+    assert batch["completion_mask_NxT"].sum() == B * G * T  # no early stop
+    compiles = counter.count - before
+    # Breakdown pieces, timed apart (not part of the step total): grading = decode + rewards
+    # on the host (sampling = rollout − grading); log-probs = one forward pass.
+    t_rew = time.perf_counter()
+    T_cols = batch["completion_mask_NxT"].shape[1]
+    texts = task.decode(batch["tokens_NxL"][:, -T_cols:], batch["completion_mask_NxT"])
+    task.rewards(list(range(len(texts))), texts)
+    t_rew = time.perf_counter() - t_rew
+    params, tokens_NxL, mask_NxL = state["params"], batch["tokens_NxL"], batch["input_mask_NxL"]
+    t_lp = time.perf_counter()
+    logps_fn(params, tokens_NxL, mask_NxL).block_until_ready()
+    t_lp = time.perf_counter() - t_lp
+    t_ck = time.perf_counter()
+    ckpt.save(step, state)
+    ckpt.wait()
+    t_ck = time.perf_counter() - t_ck
+    per_step.append(
+      {
+        "step": step + 1,
+        "total_s": total,
+        "rollout_s": t_roll,
+        "sampling_s": max(t_roll - t_rew, 0.0),
+        "rewards_s": t_rew,
+        "logprobs_s": t_lp,
+        "update_s": t_up,
+        "checkpoint_s": t_ck,
+        "compiles": compiles,
+      }
+    )
+    print(json.dumps({"model": name, "ours": per_step[-1]}), flush=True)
+  ckpt.close()
+  warm = per_step[1:] or per_step
+  best = {k: min(s[k] for s in warm) for k in warm[0] if k.endswith("_s")}
+  return {
+    "model": name,
+    "step_s": best["total_s"],
+    **{k: v for k, v in best.items() if k != "total_s"},
+    "compiles_by_step": [s["compiles"] for s in per_step],
+    "update_mfu_pct": 100 * update_flops(name, B * G, P, T) / best["update_s"] / 1e9 / ceiling,
+    "step_flops_pct": 100
+    * (update_flops(name, B * G, P, T) / 3 * 4)
+    / best["total_s"]
+    / 1e9
+    / ceiling,
+  }
+
+
+def trl(name: str, B: int, G: int, P: int, T: int, steps: int) -> dict:
+  """TRL ``GRPOTrainer`` on the same checkpoint and work; returns per-step times."""
+  import datasets
+  import transformers
+  from trl import GRPOConfig, GRPOTrainer
+
+  path = str(bc.checkpoint(name))
+  tok = transformers.AutoTokenizer.from_pretrained(path)
+  prompts = bc.random_prompts(B * steps, P, bc.SIZES[name]["vocab"], seed=1)
+  ds = datasets.Dataset.from_dict({"prompt": [" ".join(f"t{i}" for i in p) for p in prompts]})
+
+  def reward(completions, **kwargs):
+    return [reward_of(c) for c in completions]
+
+  times = []
+
+  class Timer(transformers.TrainerCallback):
+    def on_step_begin(self, args, state, control, **kw):
+      self.t0 = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kw):
+      times.append(time.perf_counter() - self.t0)
+
+  args = GRPOConfig(
+    output_dir=tempfile.mkdtemp(prefix="bench_trl_"),
+    per_device_train_batch_size=B * G,
+    gradient_accumulation_steps=1,
+    num_generations=G,
+    max_completion_length=T,
+    generation_kwargs={"min_new_tokens": T},  # no early stop, as ours
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    learning_rate=1e-6,
+    max_steps=steps,
+    bf16=False,
+    fp16=False,
+    use_cpu=True,
+    report_to="none",
+    save_strategy="no",
+    logging_steps=1,
+    shuffle_dataset=False,
+    dataloader_num_workers=0,
+  )
+  trainer = GRPOTrainer(
+    model=path,
+    reward_funcs=reward,
+    args=args,
+    train_dataset=ds,
+    processing_class=tok,
+    callbacks=[Timer()],
+  )
+  trainer.train()
+  print(json.dumps({"model": name, "trl_step_s": times}), flush=True)
+  # No compilation on the torch side: every step counts, the least disturbed one wins.
+  return {"model": name, "trl_step_s": min(times), "trl_steps": times}
+
+
+def synthetic_update(hf, name: str, B: int, G: int, P: int, T: int):
+  """(update, state, batch) on random tokens, compiled (one call made) under the current
+  ``layers.FLATTEN_MATMULS``."""
+  V = bc.SIZES[name]["vocab"]
+  cfg = bench_config(B, G, T)
+  mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[:1])
+  optimizer = make_optimizer(cfg.optimizer)
+  state = init_state(jax.tree.map(jax.numpy.copy, hf.params), optimizer, cfg)
+  shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
+  state = jax.device_put(state, shardings)
+  update = make_update_step(hf.graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
+  N, rng = B * G, np.random.default_rng(0)
+  batch = {
+    "tokens_NxL": rng.integers(3, V, (N, P + T)).astype(np.int32),
+    "input_mask_NxL": np.ones((N, P + T), np.int32),
+    "completion_mask_NxT": np.ones((N, T), np.int32),
+    "sample_logps_NxT": np.zeros((N, T), np.float32),
+    "rewards_N": rng.random(N).astype(np.float32),
+    "group_ids_N": np.repeat(np.arange(B, dtype=np.int32), G),
+    "subgroup_ids_N": np.repeat(np.arange(B, dtype=np.int32), G),
+  }
+  state, m = update(state, batch)
+  jax.block_until_ready(m)
+  return update, state, batch
+
+
+def time_update(update, state, batch):
+  t0 = time.perf_counter()
+  state, m = update(state, batch)
+  jax.block_until_ready(m)
+  return time.perf_counter() - t0, state
+
+
+def ab_update(name: str, B: int, G: int, P: int, T: int, reps: int, ceiling: float) -> dict:
+  """The update with and without ``layers.FLATTEN_MATMULS`` (2-D GEMMs), interleaved."""
+  from grpo_jax.models import layers
+
+  hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
+  runs = {}
+  for flat in (False, True):
+    layers.FLATTEN_MATMULS = flat
+    runs[flat] = list(synthetic_update(hf, name, B, G, P, T))
+  layers.FLATTEN_MATMULS = True
+  best = {False: float("inf"), True: float("inf")}
+  for _ in range(reps):
+    for flat in (False, True):
+      t, runs[flat][1] = time_update(*runs[flat])
+      best[flat] = min(best[flat], t)
+  flops = update_flops(name, B * G, P, T) / 1e9
+  row = {
+    "model": name,
+    "plain_update_s": best[False],
+    "flat_update_s": best[True],
+    "speedup": best[False] / best[True],
+    "plain_mfu_pct": 100 * flops / best[False] / ceiling,
+    "flat_mfu_pct": 100 * flops / best[True] / ceiling,
+  }
+  print(json.dumps(row), flush=True)
+  return row
+
+
+def update_growth(name: str, P: int, reps: int) -> list[dict]:
+  """Update-step time vs completion length T (B = 8, G = 8) and vs G (B = 8, T = 64), on a
+  synthetic batch (no sampling); one compile per shape."""
+  hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
+  rows = []
+  for B, G, T in [(8, 8, 64), (8, 8, 128), (8, 8, 256), (8, 8, 512), (8, 4, 64), (8, 16, 64)]:
+    N = B * G
+    update, state, batch = synthetic_update(hf, name, B, G, P, T)
+    best = float("inf")
+    for _ in range(reps):
+      t, state = time_update(update, state, batch)
+      best = min(best, t)
+    rows.append(
+      {
+        "model": name,
+        "G": G,
+        "T": T,
+        "rows": N,
+        "update_s": best,
+        "ms_per_token": 1e3 * best / (N * (P + T)),
+      }
+    )
+    print(json.dumps(rows[-1]), flush=True)
+  return rows
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--sizes", default="tiny,small")
+  ap.add_argument("--prompts", type=int, default=8)
+  ap.add_argument("--group", type=int, default=8)
+  ap.add_argument("--prompt_len", type=int, default=32)
+  ap.add_argument("--new_tokens", type=int, default=64)
+  ap.add_argument("--steps", type=int, default=3)
+  ap.add_argument("--trl_steps", type=int, default=3, help="0 skips TRL")
+  ap.add_argument("--growth_sizes", default="tiny", help="'' skips the growth table")
+  ap.add_argument("--growth_reps", type=int, default=2)
+  ap.add_argument("--ab", default="", help="sizes of the plain/flat update A/B: tiny,small")
+  ap.add_argument("--ab_reps", type=int, default=3)
+  ap.add_argument("--torch_threads", type=int, default=1, help="0 = torch's default")
+  ap.add_argument("--json", default="")
+  args = ap.parse_args()
+
+  counter = bc.CompileCounter()
+  info = bc.machine()
+  info["torch_threads"] = bc.set_torch_threads(args.torch_threads)
+  info["ceiling"] = bc.matmul_ceiling()
+  print(json.dumps(info), flush=True)
+  ceiling = info["ceiling"]["gflops"]
+  B, G, P, T = args.prompts, args.group, args.prompt_len, args.new_tokens
+  rows = []
+  for name in filter(None, args.sizes.split(",")):
+    row = ours(name, B, G, P, T, args.steps, ceiling, counter)
+    if args.trl_steps:
+      try:
+        row.update(trl(name, B, G, P, T, args.trl_steps))
+        row["ratio_vs_trl"] = row["trl_step_s"] / row["step_s"]
+      except ImportError as e:
+        print(f"TRL comparison skipped ({e}); install the bench extra: pip install -e .[bench]")
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+  ab = [ab_update(n, B, G, P, T, args.ab_reps, ceiling) for n in filter(None, args.ab.split(","))]
+  grow = []
+  for name in filter(None, args.growth_sizes.split(",")):
+    grow += update_growth(name, P, args.growth_reps)
+  info["ceiling_end"] = bc.matmul_ceiling(sizes=(1024,))
+  print(f"\nceiling {ceiling:.1f} GFLOP/s (end of run: {info['ceiling_end']['gflops']:.1f})")
+  cols = [
+    "model",
+    "step_s",
+    "trl_step_s",
+    "ratio_vs_trl",
+    "sampling_s",
+    "rewards_s",
+    "logprobs_s",
+    "update_s",
+    "checkpoint_s",
+    "compiles_by_step",
+    "update_mfu_pct",
+  ]
+  print(bc.fmt_table(rows, cols))
+  if ab:
+    print()
+    print(bc.fmt_table(ab, list(ab[0])))
+  if grow:
+    print()
+    print(bc.fmt_table(grow, ["model", "G", "T", "rows", "update_s", "ms_per_token"]))
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump({"machine": info, "step": rows, "ab": ab, "growth": grow}, f, indent=2, default=str)
+
+
+if __name__ == "__main__":
+  main()

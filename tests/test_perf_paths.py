@@ -1,0 +1,155 @@
+"""The fast paths give the plain paths' results (no timing is asserted anywhere):
+
+* KV-cache sampling draws the same tokens, for the same RNG, as a plain loop that reruns the
+  full forward pass over prompt + completion-so-far at every step, with the same log-probs;
+* 2-D GEMMs (``layers.FLATTEN_MATMULS``) give the 3-D dot_general's logits, log-probs,
+  gradients and sampled tokens;
+* a jitted update and the sampler compile once: steps 2 and 3 trigger no compilation.
+"""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from grpo_jax import models, sampling
+from grpo_jax.models import layers
+from grpo_jax.sampling import sampler as sampler_lib
+
+CFG = models.PRESETS["test"]  # vocab 64, hidden 64, 2 layers, 4 heads, 2 kv heads
+V, PAD, NO_EOS = CFG.vocab_size, 0, CFG.vocab_size + 5
+
+
+@pytest.fixture(scope="module")
+def model():
+  return models.init_params(CFG, 0)
+
+
+def _prompts(N=4, P=6, seed=0):
+  """Left-padded prompts with 1..P real tokens per row."""
+  rng = np.random.default_rng(seed)
+  lengths = rng.integers(1, P + 1, N)
+  lengths[0] = P
+  mask = (np.arange(P)[None] >= P - lengths[:, None]).astype(np.int32)
+  tokens = np.where(mask == 1, rng.integers(1, V, (N, P)), PAD).astype(np.int32)
+  return jnp.asarray(tokens), jnp.asarray(mask)
+
+
+def _sample(graphdef, params, prompt, mask, rng, T, **kw):
+  # The sampler's jit cache is keyed on the graphdef, not on FLATTEN_MATMULS: start afresh.
+  sampler_lib._sample_jit.clear_cache()
+  return sampling.sample(
+    graphdef, params, prompt, mask, rng, max_new_tokens=T, eos_id=NO_EOS, pad_id=PAD, **kw
+  )
+
+
+@pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.7, top_k=9)])
+def test_cached_sampling_equals_plain_recompute_loop(model, kw):
+  """Token t: the plain loop's full forward over [prompt, y_<t] then ``sample_next_token`` with
+  fold_in(rng, t) — the sampler's key schedule — must pick the sampler's token."""
+  graphdef, params = model
+  prompt, mask = _prompts()
+  rng, T = jax.random.key(3), 7
+  out = _sample(graphdef, params, prompt, mask, rng, T, **kw)
+  tokens, full_mask = prompt, mask
+  settings = (kw["temperature"], kw.get("top_k", 0), kw.get("top_p", 1.0))
+  for t in range(T):
+    logits_NxV = models.forward(graphdef, params, tokens, full_mask)[:, -1]
+    token_N, logp_N = sampling.sample_next_token(jax.random.fold_in(rng, t), logits_NxV, *settings)
+    np.testing.assert_array_equal(np.asarray(out.tokens_NxT[:, t]), np.asarray(token_N))
+    np.testing.assert_allclose(np.asarray(out.logps_NxT[:, t]), np.asarray(logp_N), atol=2e-5)
+    tokens = jnp.concatenate([tokens, token_N[:, None]], axis=1)
+    full_mask = jnp.concatenate([full_mask, jnp.ones_like(token_N)[:, None]], axis=1)
+
+
+@pytest.fixture
+def plain_and_flat(monkeypatch):
+  """Runs ``fn`` once with 3-D matmuls and once with 2-D GEMMs (each traced afresh)."""
+
+  def run(fn):
+    results = []
+    for flat in (False, True):
+      monkeypatch.setattr(layers, "FLATTEN_MATMULS", flat)
+      results.append(fn())
+    return results
+
+  return run
+
+
+def test_flat_matmuls_same_logits_logps_and_gradients(model, plain_and_flat):
+  graphdef, params = model
+  tokens, mask = _prompts(N=3, P=10, seed=1)
+
+  def compute():
+    logits = jax.jit(lambda p: models.forward(graphdef, p, tokens, mask))(params)
+    loss = lambda p: jnp.sum(models.token_logps(graphdef, p, tokens, mask, 0.9) ** 2)
+    logps = jax.jit(lambda p: models.token_logps(graphdef, p, tokens, mask, 0.9))(params)
+    return logits, logps, jax.jit(jax.grad(loss))(params)
+
+  (logits0, logps0, grads0), (logits1, logps1, grads1) = plain_and_flat(compute)
+  np.testing.assert_allclose(np.asarray(logits1), np.asarray(logits0), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(logps1), np.asarray(logps0), rtol=1e-5, atol=1e-5)
+  flat0, flat1 = jax.tree.leaves(grads0), jax.tree.leaves(grads1)
+  assert len(flat0) == len(flat1) > 10
+  for g0, g1 in zip(flat0, flat1):
+    scale = float(jnp.max(jnp.abs(g0))) + 1e-6
+    np.testing.assert_allclose(np.asarray(g1), np.asarray(g0), atol=1e-5 * scale, rtol=1e-4)
+  assert any(float(jnp.max(jnp.abs(g))) > 1e-3 for g in flat0)  # the gradients are not all 0
+
+
+def test_flat_matmuls_same_sampled_tokens(model, plain_and_flat):
+  graphdef, params = model
+  prompt, mask = _prompts(N=5, P=7, seed=2)
+  outs = plain_and_flat(
+    lambda: _sample(graphdef, params, prompt, mask, jax.random.key(5), 12, temperature=1.0)
+  )
+  np.testing.assert_array_equal(np.asarray(outs[0].tokens_NxT), np.asarray(outs[1].tokens_NxT))
+  np.testing.assert_allclose(
+    np.asarray(outs[0].logps_NxT), np.asarray(outs[1].logps_NxT), atol=1e-5
+  )
+
+
+class _Compiles:
+  """Counts backend compilations while registered."""
+
+  EVENT = "/jax/core/compile/backend_compile_duration"
+
+  def __init__(self):
+    self.count = 0
+
+  def __call__(self, event, duration, **kw):
+    self.count += event == self.EVENT
+
+  def __enter__(self):
+    jax.monitoring.register_event_duration_secs_listener(self)
+    return self
+
+  def __exit__(self, *exc):
+    jax.monitoring.unregister_event_duration_listener(self)
+
+
+def test_update_and_sampler_compile_once():
+  from helpers_update import fresh, setup, synthetic_batch
+
+  cfg, _, task, graphdef, state, update = setup()
+  batch = synthetic_batch(cfg, task)
+  state = fresh(state)
+  state, m = update(state, batch)  # step 1 compiles (or reuses another test's program)
+  jax.block_until_ready(m)
+  prompt, mask = _prompts()
+  params = state["params"]
+  kw = dict(max_new_tokens=5, eos_id=NO_EOS, pad_id=PAD)
+  g2, p2 = models.init_params(CFG, 0)
+  sampling.sample(g2, p2, prompt, mask, jax.random.key(0), **kw).tokens_NxT.block_until_ready()
+  with _Compiles() as compiles:
+    for step in (2, 3):
+      state, m = update(state, synthetic_batch(cfg, task, seed=step))
+      jax.block_until_ready(m)
+      out = sampling.sample(g2, p2, prompt, mask, jax.random.key(step), **kw)
+      out.tokens_NxT.block_until_ready()
+  assert compiles.count == 0
+  assert int(state["step"]) == 3 and params is not state["params"]
