@@ -204,3 +204,9 @@ def test_strategies_differ(task):
   tokens_BxL, mask_BxL = task.sft_batch(0, 256, np.random.default_rng(1))
   completions = task.decode(tokens_BxL, mask_BxL)
   assert len({task.plan_of(c) for c in completions}) >= 6
+
+
+def test_answer_of_is_the_expression_after_the_plan():
+  task = CountdownTask(eval_size=4)
+  assert task.answer_of("*-;8*9-3") == "8*9-3"
+  assert task.answer_of("8*9-3") is None and task.answer_of("*-;") is None

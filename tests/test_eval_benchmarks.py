@@ -51,3 +51,4 @@ def test_evaluate_benchmarks_on_countdown(tmp_path):
   assert "pass@8" not in result  # k > n is skipped, not extrapolated
   assert 0.0 <= result["pass@1"] <= result["pass@4"] <= 1.0
   assert out["countdown"]["pass@1"] == result["pass@1"]
+  assert 0.0 <= result["maj@4"] <= result["pass@4"]  # a correct majority needs a correct sample

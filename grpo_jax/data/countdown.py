@@ -166,6 +166,11 @@ class CountdownTask:
   def plan_of(self, completion: str) -> str:
     return grammar.plan_of(completion, self.delimiter)
 
+  def answer_of(self, completion: str) -> str | None:
+    """The final answer for majority voting: the expression after the plan (None if none)."""
+    parts = grammar.split_completion(completion, self.delimiter)
+    return None if parts is None or not parts[1].strip() else parts[1].strip()
+
   # -- text and tokens --------------------------------------------------------------------------
 
   def prompt_text(self, p: Problem) -> str:

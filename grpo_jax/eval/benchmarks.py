@@ -14,7 +14,7 @@ import numpy as np
 
 from grpo_jax.eval import passk
 
-SUMMARY_KEYS = ("pass@1", "pass@16", "pass@8", "len_mean", "truncated_frac")
+SUMMARY_KEYS = ("pass@1", "pass@8", "pass@16", "maj@8", "maj@16", "len_mean", "truncated_frac")
 
 
 def levels_of(problems) -> list | None:

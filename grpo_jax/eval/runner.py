@@ -51,7 +51,9 @@ def evaluate(graphdef, params, task, problems, eval_cfg, max_new_tokens: int, rn
   out = sample_and_grade(graphdef, params, task, problems, eval_cfg.num_samples, rng, settings,
                          mesh, chunk_problems, progress, desc)
   ks = tuple(k for k in eval_cfg.ks if k <= eval_cfg.num_samples)
-  summary = passk.summarize(out["correct_PxN"], ks, lengths_PxN=out["lengths_PxN"],
+  answers_PxN = np.array([task.answer_of(c) for c in out["completions"]], dtype=object)
+  summary = passk.summarize(out["correct_PxN"], ks, answers_PxN=answers_PxN.reshape(
+                                out["correct_PxN"].shape), lengths_PxN=out["lengths_PxN"],
                             truncated_PxN=out["truncated_PxN"])
   levels = bench_lib.levels_of(problems)
   if levels is not None:

@@ -103,6 +103,13 @@ class MathTask:
                                   skip_special_tokens=True)
             for row, mrow in zip(tokens_NxT, mask_NxT)]
 
+  def answer_of(self, completion: str) -> str | None:
+    """The extracted final answer (last box / ``Answer:`` line) for majority voting."""
+    from grpo_jax.rewards.math import extract_answer
+
+    answer = extract_answer(completion)
+    return None if answer is None else " ".join(answer.split())
+
   def rewards(self, rows: list[dict], completions: list[str]) -> np.ndarray:
     from grpo_jax.rewards.math import score_batch
 
