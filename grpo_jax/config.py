@@ -36,6 +36,8 @@ def base_config() -> ConfigDict:
   # Compute and parameter dtypes; log-softmax always runs in float32.
   c.model.dtype = "float32"
   c.model.param_dtype = "float32"
+  # Recompute each layer's activations in the backward pass: none | full | dots.
+  c.model.remat = "none"
   # Log-probs over vocabulary chunks of this many entries (online logsumexp), so the full
   # N x T x V logits are never materialised; 0 = one pass over the whole vocabulary.
   c.model.logps_vocab_chunk = 0

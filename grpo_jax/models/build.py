@@ -13,7 +13,7 @@ from flax import nnx
 from grpo_jax.models.hf_io import load_hf
 from grpo_jax.models.model_config import ModelConfig
 from grpo_jax.models.presets import PRESETS
-from grpo_jax.models.transformer import init_params
+from grpo_jax.models.transformer import Transformer, init_params
 
 
 def policy_config(model_cfg, vocab_size: int | None = None) -> ModelConfig:
@@ -24,10 +24,15 @@ def policy_config(model_cfg, vocab_size: int | None = None) -> ModelConfig:
     return ModelConfig.from_config(model_cfg, vocab_size=vocab_size)
   if preset not in PRESETS:
     raise ValueError(f"unknown model.preset '{preset}'; available: {sorted(PRESETS)}")
-  cfg = PRESETS[preset]
+  cfg = dataclasses.replace(PRESETS[preset], remat=str(model_cfg.get("remat", "none")))
   if int(model_cfg.vocab_size) > 0:
     cfg = dataclasses.replace(cfg, vocab_size=int(model_cfg.vocab_size))
   return cfg
+
+
+def abstract_graphdef(model_cfg: ModelConfig) -> nnx.GraphDef:
+  """The graphdef of ``Transformer(model_cfg)`` without allocating parameters."""
+  return nnx.split(nnx.eval_shape(lambda: Transformer(model_cfg, rngs=nnx.Rngs(0))))[0]
 
 
 def build_policy(cfg, vocab_size: int | None = None) -> tuple[nnx.GraphDef, dict]:
@@ -45,7 +50,10 @@ def build_policy(cfg, vocab_size: int | None = None) -> tuple[nnx.GraphDef, dict
         f"checkpoint {hf_path} has vocab_size {model.config.vocab_size}, smaller than the task "
         f"tokenizer's {vocab_size}"
       )
-    return model.graphdef, model.params
+    remat = str(m.get("remat", "none"))
+    if remat == model.config.remat:
+      return model.graphdef, model.params
+    return abstract_graphdef(dataclasses.replace(model.config, remat=remat)), model.params
   model_cfg = policy_config(m, vocab_size)
   if vocab_size is not None and model_cfg.vocab_size < vocab_size:
     raise ValueError(

@@ -46,6 +46,9 @@ class ModelConfig:
   attention_bias: bool = False  # biases on q/k/v/o projections
   mlp_bias: bool = False  # biases on gate/up/down (Llama's mlp_bias)
   max_position_embeddings: int = 32_768  # only recorded (written back to config.json)
+  # Rematerialisation of each decoder layer in the backward pass: none | full (keep only the
+  # layer inputs) | dots (also keep matmul outputs without batch dims). Sampling never remats.
+  remat: str = "none"
 
   def __post_init__(self):
     for name in (
@@ -141,4 +144,5 @@ class ModelConfig:
       dtype=str(model_cfg.dtype),
       param_dtype=str(model_cfg.param_dtype),
       family=family,
+      remat=str(model_cfg.get("remat", "none")),
     )

@@ -34,6 +34,7 @@ from flax import nnx
 
 from grpo_jax.models.layers import DecoderLayer, flat_matmul, linear, rms_norm
 from grpo_jax.models.model_config import ModelConfig
+from grpo_jax.sharding_rules import constrain
 
 
 class Transformer(nnx.Module):
@@ -64,12 +65,18 @@ class Transformer(nnx.Module):
     further hide keys W or more slots behind the query (HF's ``kv_idx > q_idx - W`` over
     cache positions).
     """
-    x_BxLxD = self.embed_tokens(tokens_BxL)
+    x_BxLxD = constrain(self.embed_tokens(tokens_BxL))
     new_kvs = []
+    remat = self.cfg.remat != "none" and kv_caches is None
     for i, layer in enumerate(self.layers):
       kv = None if kv_caches is None else kv_caches[i]
       mask_i = window_mask(mask_BxLxS, self.cfg.window(i), cache_index)
-      x_BxLxD, kv = layer(x_BxLxD, positions_BxL, mask_i, kv, cache_index)
+      if remat:
+        x_BxLxD, kv = _remat_layer(self.cfg.remat)(layer, x_BxLxD, positions_BxL, mask_i)
+      else:
+        x_BxLxD, kv = layer(x_BxLxD, positions_BxL, mask_i, kv, cache_index)
+      # Layer boundary: rows over (data, fsdp) under a training mesh; a no-op without one.
+      x_BxLxD = constrain(x_BxLxD)
       new_kvs.append(kv)
     return self.norm(x_BxLxD), tuple(new_kvs)
 
@@ -78,6 +85,23 @@ class Transformer(nnx.Module):
     if self.lm_head is None:
       return flat_matmul(self.embed_tokens.attend, h_BxLxD)
     return self.lm_head(h_BxLxD)
+
+
+REMAT_POLICIES = {
+  "full": None,  # save nothing inside the layer
+  "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def _remat_layer(name: str):
+  """A decoder-layer call whose activations are recomputed in the backward pass."""
+  if name not in REMAT_POLICIES:
+    raise ValueError(f"model.remat must be one of {['none', *REMAT_POLICIES]}, got '{name}'")
+
+  def call(layer, x_BxLxD, positions_BxL, mask_BxLxS):
+    return layer(x_BxLxD, positions_BxL, mask_BxLxS, None, None)
+
+  return nnx.remat(call, policy=REMAT_POLICIES[name])
 
 
 def window_mask(mask_BxLxS: jax.Array, window: int, cache_index=None) -> jax.Array:
