@@ -3,6 +3,8 @@
   python experiments/launch.py --config configs/quickstart.py [--workdir DIR] [--config.steps=20]
 
 Re-running the same command on the same workdir resumes from the last checkpoint.
+``--mode=presample`` only warm-starts and draws the strategy previews (METHODS §5) into the
+workdir; the training command on the same workdir then resumes from there.
 """
 
 from __future__ import annotations
@@ -21,7 +23,29 @@ def parse_args(argv: list[str]):
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--config", required=True, help="configs/<name>.py[:key=value,...]")
   parser.add_argument("--workdir", default=None, help="run directory (default runs/<name>)")
-  parser.add_argument("--mode", default="train", choices=["train"])
+  parser.add_argument("--mode", default="train", choices=["train", "presample", "eval"],
+                      help="presample: warm start, then draw the strategy previews and stop; "
+                      "eval: evaluate the workdir's checkpoint (or model.hf_path) on the "
+                      "config's benchmarks")
+  parser.add_argument("--step", type=int, default=None,
+                      help="with --mode=eval: the checkpoint step (default: the latest)")
+  parser.add_argument("--sweep", action="store_true",
+                      help="run the config's sweep(add) one run after another under --workdir")
+  parser.add_argument("--pod", type=int, default=0, metavar="HOSTS",
+                      help="with --sweep: print each run's per-host commands for HOSTS hosts")
+  parser.add_argument("--coordinator", default="HOST0:8476",
+                      help="with --pod: jax.distributed coordinator address (host 0:port)")
+  parser.add_argument("--dry_run", action="store_true",
+                      help="build mesh and model shapes, print a memory estimate, allocate nothing")
+  # Multi-host (grpo_jax.train.distributed): every host runs the same command with its own
+  # --process_id; or set JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID.
+  parser.add_argument("--coordinator_address", default="", help="host0:port of process 0")
+  parser.add_argument("--num_processes", type=int, default=0)
+  parser.add_argument("--process_id", type=int, default=-1)
+  parser.add_argument("--distributed_auto", action="store_true",
+                      help="jax.distributed.initialize() with cluster auto-detection (TPU pods)")
+  parser.add_argument("--heartbeat_timeout", type=int, default=100,
+                      help="seconds before the job fails when a process stops responding")
   overrides = [a[len("--config."):] for a in argv if a.startswith("--config.")]
   rest = [a for a in argv if not a.startswith("--config.")]
   args = parser.parse_args(rest)
@@ -47,13 +71,42 @@ def results_table(results: dict) -> str:
 
 def main(argv: list[str]) -> int:
   args, overrides = parse_args(argv)
+  if args.sweep or args.pod:
+    from grpo_jax import sweep
+
+    if args.pod:
+      blocks = sweep.pod_commands(args.config, args.workdir, args.pod, args.coordinator, overrides)
+      print(sweep.format_pod_commands(blocks))
+      return 0
+    entries = sweep.run_local(args.config, args.workdir, overrides)
+    print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
+    return int(any(e["status"] == "failed" for e in entries))
+  if args.dry_run:
+    from grpo_jax import dry_run
+
+    print(dry_run.report(config_file.load(args.config, overrides)))
+    return 0
   try:
     cfg = config_file.load(args.config, overrides)
   except (KeyError, ValueError, FileNotFoundError) as e:
     print(f"config error: {e.args[0] if e.args else e}", file=sys.stderr)
     return 2
-  from grpo_jax.train import train
+  from grpo_jax.train import distributed, train
 
+  distributed.initialize(args.coordinator_address, args.num_processes, args.process_id,
+                         auto=args.distributed_auto,
+                         heartbeat_timeout_seconds=args.heartbeat_timeout)
+
+  if args.mode == "eval":
+    from grpo_jax.train.loop import evaluate_run
+
+    evaluate_run(cfg, args.workdir, args.step)
+    print(f"run directory: {args.workdir}")
+    return 0
+  if args.mode == "presample":
+    out = train(cfg, args.workdir, presample_only=True)
+    print(f"presampled previews: {out['presample']}\nrun directory: {args.workdir}")
+    return 0
   results = train(cfg, args.workdir)
   print(results_table(results))
   print(f"run directory: {args.workdir}")
