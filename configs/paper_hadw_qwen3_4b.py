@@ -1,0 +1,116 @@
+"""HA-DW (arXiv 2601.08521) on Qwen3-4B-Base with MATH: GRPO / GSPO / DAPO ± HA-DW and the
+paper's ablations (λ sweep, fixed anchors, G = 8 vs 16).
+
+  # one run: GRPO + HA-DW (λ = 1.3, window anchor)
+  python experiments/launch.py --config configs/paper_hadw_qwen3_4b.py:algo=grpo,hadw=1 \
+      --config.model.hf_path=/ckpt/Qwen3-4B-Base --workdir /shared/runs/hadw4b_grpo
+  # every row of Tables 1, 2, 3 and 7, one run after another (or --pod 16 for per-host commands)
+  python experiments/launch.py --config configs/paper_hadw_qwen3_4b.py --sweep \
+      --workdir /shared/runs/hadw4b --config.model.hf_path=/ckpt/Qwen3-4B-Base
+  python experiments/launch.py --config configs/paper_hadw_qwen3_4b.py --dry_run  # memory
+
+Hardware: the paper trains on one node of 8 A100s with verl (paged vLLM sampling). Here: a TPU
+v5p-128 slice (64 chips, 95 GiB HBM, 16 hosts), mesh data 2 × fsdp 8 × tensor 4; the sampler
+keeps all N = 256·8 = 2048 rows × 5120 tokens of KV cache at once (~22 GiB per chip). On an
+8-GPU host lower ``sampling.prompts_per_step`` until ``--dry_run`` fits.
+
+Setting (paper Table 8 / App. C, shared/research/papers.md §1.7): MATH train (7.5k, the
+``MATH-lighteval`` copy), the paper's boxed template, 256 prompts × G = 8 per step, 1024 prompt /
+4096 response tokens, AdamW lr 1e-6 (10 warm-up steps, wd 0.1, clip 1.0), no KL, mini-batch 16
+prompts (16 optimizer steps per batch), 3 epochs for GRPO/GSPO (87 steps) and 9 for DAPO (263),
+``filtering = False`` for all six runs (so no DAPO dynamic sampling here). HA-DW: window anchor
+over h = 10 batch accuracies (the official scripts), λ = 1.3 (Table 7's main row); C⁻ is the
+prior of Eq. 13 (``hadw.include_current=False``; the official code uses the posterior).
+Unknown and ours: evaluation temperature (1.0), n = 16 samples on every benchmark.
+
+Paper numbers to approach (accuracy %, mean of MATH500 / AIME25 / AMC23 / Minerva /
+OlympiadBench; AIME25 and AMC23 avg@16; no seeds or error bars reported):
+
+  Table 1   GRPO 46.5 → +HA-DW 48.7 · GSPO 47.1 → 49.2 · DAPO 46.8 → 49.5
+  Table 2   fixed anchor 0.4 / 0.5 / 0.6: 48.1 / 47.8 / 48.0 (dynamic C_t 48.7)
+  Table 3   GRPO G = 16: 47.0 (G = 8: 46.5; HA-DW at G = 8: 48.7)
+  Table 7   λ = 0.5 / 0.8 / 1.0 / 1.3 / 1.5 / 1.7 / 2.0:
+            46.5 / 47.2 / 47.4 / 48.7 / 48.6 / 48.1 / 47.3
+  Fig. 1c   MATH500 levels 4-5: HA-DW +3.4 points (eval/*.json ``by_level``)
+
+Arguments: ``algo`` (grpo | gspo | dapo), ``hadw`` (1), ``lam`` (1.3), ``anchor`` (window |
+fixed), ``c`` (0.5, the fixed anchor), ``G`` (8), ``epochs`` (3, DAPO 9), ``ckpt``.
+"""
+
+from grpo_jax import recipes
+from grpo_jax.config import base_config
+from grpo_jax.config_file import parse_arg
+
+CKPT = "/checkpoints/Qwen3-4B-Base"  # a local copy of Qwen/Qwen3-4B-Base (placeholder)
+PRESET = "qwen3_4b_base"
+TRAIN_PROBLEMS = 7500  # MATH train
+BENCHMARKS = ("math500", "aime25", "amc23", "minerva", "olympiadbench")
+
+
+def get_config(arg=None):
+  args = parse_arg(arg)
+  algo = args.get("algo", "grpo")
+  cfg = base_config()
+  # Model: the HF checkpoint (config.json sets the architecture), bf16 compute, fp32 master.
+  cfg.model.hf_path = args.get("ckpt", CKPT)
+  cfg.model.preset = PRESET
+  cfg.model.dtype = "bfloat16"
+  cfg.model.param_dtype = "float32"
+  cfg.model.logps_vocab_chunk = 16_384
+  # Data: MATH train with the paper's "... within \boxed{}." template.
+  cfg.data.task = "math"
+  cfg.data.train_set = "math_train"
+  cfg.data.template = "hadw"
+  cfg.data.max_prompt_tokens = 1024
+  cfg.data.eval_sets = BENCHMARKS
+  # B = 256 prompts × G rollouts, 4096-token responses.
+  cfg.sampling.prompts_per_step = 256
+  cfg.sampling.group_size = int(args.get("G", 8))
+  cfg.sampling.max_new_tokens = 4096
+  cfg.sampling.temperature = 1.0
+  # The algorithm: GRPO | GSPO | DAPO as the paper runs them (grpo_jax.recipes), no KL.
+  recipes.apply(cfg, algo)
+  cfg.dapo.dynamic_sampling = False  # Table 8: filtering = False for every run
+  cfg.optimizer.warmup_steps = 10
+  # Epochs over MATH train: 3 (GRPO, GSPO) or 9 (DAPO).
+  epochs = int(args.get("epochs", 9 if algo == "dapo" else 3))
+  cfg.steps = epochs * TRAIN_PROBLEMS // cfg.sampling.prompts_per_step
+  # Mini-batches of 16 prompts: 16 optimizer steps per batch.
+  cfg.loss.num_minibatches = cfg.sampling.prompts_per_step // 16
+  # HA-DW (METHODS §3): window anchor, h = 10, λ; or a fixed anchor c (Table 2).
+  cfg.hadw.enabled = bool(int(args.get("hadw", 1)))
+  cfg.hadw.anchor = args.get("anchor", "window")
+  cfg.hadw.history = 10
+  cfg.hadw.include_current = False
+  cfg.hadw.lambda_scale = float(args.get("lam", 1.3))
+  cfg.hadw.fixed_anchor = float(args.get("c", 0.5))
+  cfg.warmstart.enabled = False
+  # TPU v5p-128: 64 chips; rows over data × fsdp, parameters over fsdp × tensor, heads over
+  # tensor; gradient accumulation over chunks of one row per data × fsdp device.
+  cfg.mesh.data = 2
+  cfg.mesh.fsdp = 8
+  cfg.mesh.tensor = 4
+  cfg.loss.micro_batch_size = cfg.mesh.data * cfg.mesh.fsdp
+  # Evaluation: n = 16 samples per problem (avg@16), every problem of each benchmark.
+  cfg.eval.num_problems = 1000
+  cfg.eval.num_samples = 16
+  cfg.eval.ks = (1, 16)
+  cfg.eval.temperature = 1.0
+  cfg.checkpoint.every = 10
+  cfg.checkpoint.keep = 2
+  return cfg
+
+
+def sweep(add):
+  # Table 1: each algorithm with and without HA-DW.
+  for algo in ("grpo", "gspo", "dapo"):
+    for hadw in (0, 1):
+      add(arg=f"algo={algo},hadw={hadw}")
+  # Table 7: λ sweep for GRPO + HA-DW (1.3 is Table 1's row).
+  for lam in (0.5, 0.8, 1.0, 1.5, 1.7, 2.0):
+    add(arg=f"algo=grpo,hadw=1,lam={lam}")
+  # Table 2: fixed anchors instead of C_t.
+  for c in (0.4, 0.5, 0.6):
+    add(arg=f"algo=grpo,hadw=1,anchor=fixed,c={c}")
+  # Table 3: plain GRPO with twice the rollouts.
+  add(arg="algo=grpo,hadw=0,G=16")
