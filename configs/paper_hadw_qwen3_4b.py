@@ -56,6 +56,8 @@ def get_config(arg=None):
   cfg.model.preset = PRESET
   cfg.model.dtype = "bfloat16"
   cfg.model.param_dtype = "float32"
+  # Rematerialise each decoder layer in the backward pass (5k-token rows).
+  cfg.model.remat = "full"
   cfg.model.logps_vocab_chunk = 16_384
   # Data: MATH train with the paper's "... within \boxed{}." template.
   cfg.data.task = "math"
