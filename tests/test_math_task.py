@@ -61,3 +61,24 @@ def test_decode_uses_only_masked_tokens(task):
   tokens = np.array([ids + [task.eos_id, 5, 5]])
   mask = np.array([[1] * (len(ids) + 1) + [0, 0]])
   assert task.decode(tokens, mask) == ["Answer: 4"]
+
+
+def test_data_keys_reach_the_task(tmp_path):
+  from grpo_jax.config import base_config
+
+  path = tmp_path / "rows.jsonl"
+  path.write_text("".join(json.dumps({"problem": f"What is {a} + {a}?", "answer": str(2 * a)})
+                          + "\n" for a in range(1, 9)))
+  tok = build_tokenizer(string.printable)
+  cfg = base_config()
+  cfg.data.train_set, cfg.data.train_path = "aime24", str(path)
+  cfg.data.eval_sets, cfg.data.eval_paths = ("aime25",), (str(path),)
+  cfg.data.template, cfg.data.max_prompt_tokens = "hadw", 96
+  task = MathTask.from_config(cfg, tok)
+  assert list(task.benchmarks()) == ["aime25"] and len(task.train_rows) == 8
+  assert task.prompt_len == 96 and task.timeout_s == cfg.data.reward_timeout_s
+  assert task.prompt_text(task.train_rows[0]).endswith("within \\boxed{}.")
+  cfg.data.template, cfg.data.max_prompt_tokens, cfg.data.reward_timeout_s = "boxed", 40, 1.0
+  other = MathTask.from_config(cfg, tok)
+  assert other.prompt_len == 40 and other.timeout_s == 1.0
+  assert other.dropped_too_long > 0  # the longer template no longer fits 40 tokens
