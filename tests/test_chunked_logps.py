@@ -29,6 +29,7 @@ def _setup(tie):
 
 
 # 300 does not divide V = 1000 (a padded last chunk); untied uses lm_head.kernel.
+@pytest.mark.slow
 @pytest.mark.parametrize("tie,chunk", [(True, 300), (False, 128)])
 def test_chunked_equals_full(tie, chunk):
   graphdef, params, tokens, mask = _setup(tie)

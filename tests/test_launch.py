@@ -34,6 +34,7 @@ def _final_params(workdir: pathlib.Path) -> dict:
   return state["params"], steps[-1]
 
 
+@pytest.mark.slow
 def test_launcher_two_steps_on_eight_devices(tmp_path):
   proc = subprocess.run(LAUNCH + ["--workdir", str(tmp_path)], env=_env(), capture_output=True,
                         text=True, timeout=600)
@@ -116,6 +117,7 @@ def test_non_finite_loss_stops_run_without_checkpoint(tmp_path, monkeypatch):
   assert steps == [1, 2]
 
 
+@pytest.mark.slow
 def test_periodic_eval_and_eval_mode(tmp_path):
   overrides = ["--config.steps=4", "--config.eval.every_steps=2", "--config.checkpoint.every=2"]
   proc = subprocess.run(LAUNCH + ["--workdir", str(tmp_path)] + overrides, env=_env(),

@@ -47,6 +47,7 @@ def _sample(graphdef, params, prompt, mask, rng, T, **kw):
   )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.7, top_k=9)])
 def test_cached_sampling_equals_plain_recompute_loop(model, kw):
   """Token t: the plain loop's full forward over [prompt, y_<t] then ``sample_next_token`` with
