@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval import passk
-from grpo_jax.train.rollout import SampleSettings, generate
+from grpo_jax.sampling.generate import SampleSettings, generate
 
 
 def sample_and_grade(graphdef, params, task, problems, num_samples: int, rng,

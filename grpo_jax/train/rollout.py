@@ -2,45 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from grpo_jax import sampling
-from grpo_jax import sharding as shard_lib
+from grpo_jax.sampling.generate import SampleSettings, generate
 
-
-@dataclasses.dataclass(frozen=True)
-class SampleSettings:
-  max_new_tokens: int
-  temperature: float = 1.0
-  top_k: int = 0
-  top_p: float = 1.0
-
-  @classmethod
-  def from_config(cls, sampling_cfg) -> SampleSettings:
-    return cls(sampling_cfg.max_new_tokens, sampling_cfg.temperature, sampling_cfg.top_k,
-               sampling_cfg.top_p)
-
-
-def generate(graphdef, params, task, prompts_NxP: np.ndarray, rng, settings: SampleSettings, mesh):
-  """Samples one completion per prompt row; returns host arrays and decoded completions."""
-  prompt_mask_NxP = (prompts_NxP != task.pad_id).astype(np.int32)
-  batch = shard_lib.shard_batch({"p": prompts_NxP, "m": prompt_mask_NxP}, mesh)
-  out = sampling.sample(graphdef, params, batch["p"], batch["m"], rng,
-                        max_new_tokens=settings.max_new_tokens, eos_id=task.eos_id,
-                        pad_id=task.pad_id, temperature=settings.temperature,
-                        top_k=settings.top_k, top_p=settings.top_p)
-  out = shard_lib.local_rows(out, mesh)  # this process's rows (all rows with one process)
-  tokens_NxT = np.asarray(out.tokens_NxT)
-  mask_NxT = np.asarray(out.mask_NxT).astype(np.int32)
-  return {
-      "tokens_NxT": tokens_NxT,
-      "mask_NxT": mask_NxT,
-      "logps_NxT": np.asarray(out.logps_NxT, np.float32),
-      "truncated_N": np.asarray(out.truncated_N),
-      "completions": task.decode(tokens_NxT, mask_NxT),
-  }
+__all__ = ["SampleSettings", "generate", "rollout"]
 
 
 def rollout(graphdef, params, task, problems, group_size: int, rng, settings: SampleSettings,

@@ -26,7 +26,7 @@ from grpo_jax.data.presample import PresampleError, load_presample, write_presam
 from grpo_jax.eval import passk
 from grpo_jax.sampling import strategy as two_stage
 from grpo_jax.sampling import strategy_layout as layout
-from grpo_jax.train.rollout import SampleSettings
+from grpo_jax.sampling.generate import SampleSettings
 
 
 class StrategyRollout:

@@ -16,8 +16,8 @@ from tqdm.auto import tqdm
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.eval.runner import sample_and_grade
+from grpo_jax.sampling.generate import SampleSettings
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.rollout import SampleSettings
 
 SFT_STREAM_START = 1_000_000  # warm-start problems come from their own part of the stream
 VALID_STREAM_START = 2_000_000
