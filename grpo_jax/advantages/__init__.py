@@ -19,7 +19,7 @@ from grpo_jax.advantages.hadw import (
 )
 from grpo_jax.advantages.normalize import SCALE_OF, SCALES, normalize
 from grpo_jax.advantages.offsets import GroupStats, group_stats, valid_rows
-from grpo_jax.advantages.shuffle import SCOPES, offset_permutation, recenter_offsets
+from grpo_jax.advantages.shuffle import SCOPES, offset_permutation, recentring_mean
 
 __all__ = [
   "ANCHORS",
@@ -38,7 +38,7 @@ __all__ = [
   "init_anchor",
   "normalize",
   "offset_permutation",
-  "recenter_offsets",
+  "recentring_mean",
   "row_offsets",
   "update_anchor",
   "valid_rows",

@@ -19,7 +19,7 @@ from grpo_jax.advantages.baselines import USES_OFFSETS, get_baseline
 from grpo_jax.advantages.hadw import hadw_weights, update_anchor
 from grpo_jax.advantages.normalize import normalize
 from grpo_jax.advantages.offsets import group_stats, valid_rows
-from grpo_jax.advantages.shuffle import offset_permutation, recenter_offsets
+from grpo_jax.advantages.shuffle import offset_permutation, recentring_mean
 
 AUX_KEYS = (
   "adv/mean",
@@ -38,6 +38,11 @@ AUX_KEYS = (
 )
 
 
+# Bound on the float32 rounding of Ã = r − μ_g − α·δ for rewards in [0, 1]: 16 ulps of 1.0 per
+# unit of (1 + |α|), an order above what the few operations behind Ã can accumulate.
+RAW_ROUNDING = 2.0**-20
+
+
 def _groups(cfg):
   if "advantage" in cfg and "hadw" in cfg:
     return cfg.advantage, cfg.hadw
@@ -46,16 +51,22 @@ def _groups(cfg):
 
 def row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng) -> jax.Array:
   """δ_s(i) per row, permuted (and re-centred) when ``advantage.offset_shuffle``. Shapes: N."""
-  offset_S = stats.offset_S
-  if adv_cfg.offset_shuffle:
-    src_S = offset_permutation(
-      rng, stats.subgroup_group_S, stats.subgroup_valid_S, adv_cfg.offset_shuffle_scope
-    )
-    offset_S = offset_S[src_S]
-  offset_N = seg.gather(offset_S, subgroup_ids_N, valid_N)
-  if adv_cfg.offset_shuffle and adv_cfg.offset_shuffle_recenter:
-    offset_N = recenter_offsets(offset_N, group_ids_N, valid_N)
-  return offset_N
+  if not adv_cfg.offset_shuffle:
+    return seg.gather(stats.offset_S, subgroup_ids_N, valid_N)
+  scope = adv_cfg.offset_shuffle_scope
+  src_S = offset_permutation(rng, stats.subgroup_group_S, stats.subgroup_valid_S, scope)
+  offset_N = seg.gather(stats.offset_S[src_S], subgroup_ids_N, valid_N)
+  if not adv_cfg.offset_shuffle_recenter:
+    return offset_N
+  mean_G = recentring_mean(
+    stats.offset_S,
+    stats.subgroup_count_S,
+    src_S,
+    stats.subgroup_group_S,
+    stats.subgroup_valid_S,
+    scope,
+  )
+  return jnp.where(valid_N, offset_N - seg.gather(mean_G, group_ids_N, valid_N), 0.0)
 
 
 def compute(
@@ -94,9 +105,9 @@ def compute(
   raw_N = jnp.where(live_N, raw_N, 0.0)
 
   # §2: normalisation; degenerate groups are forced to exact zeros under every setting.
-  adv_N = normalize(
-    raw_N, rewards_N, group_ids_N, valid_N, adv_cfg.scale, adv_cfg.scale_of, float(adv_cfg.eps)
-  )
+  scale, scale_of, eps = adv_cfg.scale, adv_cfg.scale_of, float(adv_cfg.eps)
+  zero_tol = RAW_ROUNDING * (1.0 + abs(float(adv_cfg.offset_coef)))
+  adv_N = normalize(raw_N, rewards_N, group_ids_N, valid_N, scale, scale_of, eps, zero_tol)
   adv_N = jnp.where(live_N, adv_N, 0.0)
 
   # §3: HA-DW. y_t counts every valid row of the step, degenerate groups included.

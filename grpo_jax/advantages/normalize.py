@@ -10,6 +10,12 @@
 
 Pinned: ddof = 1 (torch.std / verl / the HA-DW code), ε = ``advantage.eps`` = 1e-6, two-pass
 variance. A group whose std is 0 has Ã ≡ 0 already, so it gives 0/ε = 0, never NaN.
+
+``scale_of='advantages'`` divides Ã by its own spread, so a group whose Ã are all 0 in exact
+arithmetic but carry float32 rounding (~1e-8, e.g. α = −1 on a shuffled, re-centred prompt
+whose offsets cancel) would come out as rounding / (rounding + ε) ≈ 0.01–0.1 instead of 0.
+There, values with |Ã| ≤ ``zero_tol`` (the caller's bound on that rounding, ~1e-6) count as 0
+before σ is taken: the whitened analogue of METHODS statement 6.
 """
 
 from __future__ import annotations
@@ -51,12 +57,18 @@ def normalize(
   scale: str,
   scale_of: str,
   eps: float,
+  zero_tol: float = 0.0,
 ) -> jax.Array:
-  """A_i = Ã_i / (σ_i + ε) with σ chosen by ``scale`` and ``scale_of``. Shapes: N -> N."""
+  """A_i = Ã_i / (σ_i + ε) with σ chosen by ``scale`` and ``scale_of``. Shapes: N -> N.
+
+  ``zero_tol``: with ``scale_of='advantages'``, |Ã| at or below it is rounding and set to 0.
+  """
   if scale not in SCALES:
     raise ValueError(f"advantage.scale must be one of {sorted(SCALES)}, got {scale!r}")
   if scale_of not in SCALE_OF:
     raise ValueError(f"advantage.scale_of must be one of {SCALE_OF}, got {scale_of!r}")
+  if scale_of == "advantages":
+    raw_N = jnp.where(jnp.abs(raw_N) <= zero_tol, 0.0, raw_N)
   source_N = rewards_N if scale_of == "rewards" else raw_N
   sigma_N = SCALES[scale](source_N, group_ids_N, valid_N)
   if sigma_N is None:

@@ -27,6 +27,7 @@ class GroupStats(NamedTuple):
   group_valid_S: jax.Array  # slot s is a non-empty group
   group_degenerate_S: jax.Array  # slot s is a non-empty degenerate group
   subgroup_valid_S: jax.Array  # slot s is a non-empty subgroup
+  subgroup_count_S: jax.Array  # n_s (float; 0 for empty slots)
   subgroup_group_S: jax.Array  # id of the group holding subgroup s (−1 if empty)
   offset_S: jax.Array  # δ_s = μ_s − μ_g(s); 0 for empty slots
 
@@ -78,6 +79,7 @@ def group_stats(
     group_valid_S=group_valid_S,
     group_degenerate_S=group_degenerate_S,
     subgroup_valid_S=subgroup_valid_S,
+    subgroup_count_S=scount_S,
     subgroup_group_S=sub_group_S,
     offset_S=offset_S,
   )

@@ -44,7 +44,29 @@ def offset_permutation(
   return jnp.where(subgroup_valid_S, src_S, slot_S)
 
 
-def recenter_offsets(offset_N: jax.Array, group_ids_N: jax.Array, valid_N: jax.Array) -> jax.Array:
-  """δ'_i − mean_{j∈g(i)} δ'_j, so that Σ_{i∈g} b_i = Σ_{i∈g} r_i again. Shapes: N -> N."""
-  mean_N = seg.gather(seg.seg_mean(offset_N, group_ids_N, valid_N), group_ids_N, valid_N)
-  return jnp.where(valid_N, offset_N - mean_N, 0.0)
+def recentring_mean(
+  offset_S: jax.Array,
+  count_S: jax.Array,
+  src_S: jax.Array,
+  subgroup_group_S: jax.Array,
+  subgroup_valid_S: jax.Array,
+  scope: str,
+) -> jax.Array:
+  """Per group slot, the mean over its rows of the shuffled offsets: (1/n_g)·Σ_{s∈g} n_s·δ_π(s).
+
+  Subtracting it from every row's shuffled offset makes Σ_{i∈g} b_i = Σ_{i∈g} r_i again. It is
+  written with Σ_{s∈g} n_s·δ_s = 0 folded in, so that it is 0 bit for bit whenever it is 0 in
+  exact arithmetic for the usual reason: ``prompt`` scope sums (n_s − n_π(s))·δ_π(s), which
+  vanishes when offsets only move between equal-sized subgroups (every G/K-balanced prompt);
+  ``batch`` scope sums n_s·(δ_π(s) − δ_s), which vanishes for subgroups that kept their offset.
+  A float mean of the row offsets would leave ~1e-8 there, which scale_of='advantages' then
+  divides by σ(Ã) + ε ≈ 1e-6 into a visible advantage. Shapes: S slots in, S group slots out.
+  """
+  moved_S = offset_S[src_S]
+  if scope == "prompt":
+    weighted_S = (count_S - count_S[src_S]) * moved_S
+  else:
+    weighted_S = count_S * (moved_S - offset_S)
+  sum_G = seg.seg_sum(weighted_S, subgroup_group_S, subgroup_valid_S)
+  count_G = seg.seg_sum(count_S, subgroup_group_S, subgroup_valid_S)
+  return sum_G / jnp.maximum(count_G, 1.0)

@@ -109,14 +109,14 @@ def attend(q_BxLxHxDh, k_BxSxHkxDh, v_BxSxHkxDh, mask_BxLxS, scale: float) -> ja
   return out_BxLxHkxGxDh.reshape(B, L, H, Dh)
 
 
-def attend_cached(q_BxLxHxDh, k_BxHkxSxDh, v_BxHkxSxDh, mask_BxLxS, scale: float) -> jax.Array:
-  """:func:`attend` over a cache stored heads-major, (B, Hk, S, Dh): the batched dots then
-  read the cache in place instead of transposing all S slots of every layer at every decode
-  step (docs/performance.md)."""
+def attend_cached(q_BxLxHxDh, k_BxHkxDhxS, v_BxHkxSxDh, mask_BxLxS, scale: float) -> jax.Array:
+  """:func:`attend` over a static cache laid out for decoding: keys (B, Hk, Dh, S), values
+  (B, Hk, S, Dh). Both batched products then contract over the cache's second-to-last axis,
+  with no transpose of the S slots at any decode step (``sampling/kv_cache.py``)."""
   B, L, H, Dh = q_BxLxHxDh.shape
-  Hk = k_BxHkxSxDh.shape[1]
+  Hk = k_BxHkxDhxS.shape[1]
   q_BxLxHkxGxDh = q_BxLxHxDh.reshape(B, L, Hk, H // Hk, Dh)
-  scores_BxHkxGxLxS = jnp.einsum("blkgd,bksd->bkgls", q_BxLxHkxGxDh, k_BxHkxSxDh) * scale
+  scores_BxHkxGxLxS = jnp.einsum("blkgd,bkds->bkgls", q_BxLxHkxGxDh, k_BxHkxDhxS) * scale
   scores_BxHkxGxLxS = jnp.where(
     mask_BxLxS[:, None, None], scores_BxHkxGxLxS.astype(jnp.float32), MASK_VALUE
   )
@@ -153,7 +153,7 @@ class Attention(nnx.Module):
     """Returns (out_BxLxD, (k, v)).
 
     Without ``kv`` the keys are this call's own positions (S = L), returned (B, L, Hk, Dh).
-    With ``kv = (k_BxHkxSxDh, v_BxHkxSxDh)`` (heads-major) the new keys/values are written at
+    With ``kv = (k_BxHkxDhxS, v_BxHkxSxDh)`` (the decode layout) the new keys/values go to
     slot ``cache_index`` of that static cache, the query attends over all S slots
     (``mask_BxLxS`` says which are visible) and the updated caches are returned.
     """
@@ -177,13 +177,12 @@ class Attention(nnx.Module):
     q_BxLxHxDh, k_BxLxHkxDh = rope(q_BxLxHxDh), rope(k_BxLxHkxDh)
     if kv is not None:
       k_cache, v_cache = kv
-      start = (0, 0, cache_index, 0)
-      put = lambda c, x: jax.lax.dynamic_update_slice(
-        c, jnp.swapaxes(x, 1, 2).astype(c.dtype), start
-      )
-      k_BxHkxSxDh, v_BxHkxSxDh = put(k_cache, k_BxLxHkxDh), put(v_cache, v_BxLxHkxDh)
-      out_BxLxHxDh = attend_cached(q_BxLxHxDh, k_BxHkxSxDh, v_BxHkxSxDh, mask_BxLxS, Dh**-0.5)
-      return self.o_proj(out_BxLxHxDh.reshape(B, L, H * Dh)), (k_BxHkxSxDh, v_BxHkxSxDh)
+      new_k_BxHkxDhxL = jnp.transpose(k_BxLxHkxDh, (0, 2, 3, 1)).astype(k_cache.dtype)
+      new_v_BxHkxLxDh = jnp.swapaxes(v_BxLxHkxDh, 1, 2).astype(v_cache.dtype)
+      k_BxHkxDhxS = jax.lax.dynamic_update_slice(k_cache, new_k_BxHkxDhxL, (0, 0, 0, cache_index))
+      v_BxHkxSxDh = jax.lax.dynamic_update_slice(v_cache, new_v_BxHkxLxDh, (0, 0, cache_index, 0))
+      out_BxLxHxDh = attend_cached(q_BxLxHxDh, k_BxHkxDhxS, v_BxHkxSxDh, mask_BxLxS, Dh**-0.5)
+      return self.o_proj(out_BxLxHxDh.reshape(B, L, H * Dh)), (k_BxHkxDhxS, v_BxHkxSxDh)
     out_BxLxHxDh = attend(q_BxLxHxDh, k_BxLxHkxDh, v_BxLxHkxDh, mask_BxLxS, Dh**-0.5)
     return self.o_proj(out_BxLxHxDh.reshape(B, L, H * Dh)), (k_BxLxHkxDh, v_BxLxHkxDh)
 
