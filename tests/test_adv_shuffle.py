@@ -99,7 +99,8 @@ def test_alpha_one_on_constant_subgroups_stays_exactly_zero_under_a_recentred_sh
   for scope in ("prompt", "batch"):
     a.offset_shuffle_scope = scope
     for i in range(8):
-      adv, _, _ = adv_lib.compute(rewards, gid, sid, cfg, adv_lib.init_anchor(cfg), jax.random.key(i))
+      anchor = adv_lib.init_anchor(cfg)
+      adv, _, _ = adv_lib.compute(rewards, gid, sid, cfg, anchor, jax.random.key(i))
       src = np.asarray(adv_lib.offset_permutation(
         jax.random.key(i), *_slots(rewards, gid, sid), scope))  # fmt: skip
       if src[0] == 0 and src[1] == 1:  # group 0 kept its own offsets

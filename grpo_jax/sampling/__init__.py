@@ -1,7 +1,7 @@
 """Jitted KV-cache sampling with per-token log-probs."""
 
 from grpo_jax.sampling.kv_cache import KVCache, decode_step, prefill
-from grpo_jax.sampling.next_token import sample_next_token
+from grpo_jax.sampling.next_token import categorical, sample_next_token
 from grpo_jax.sampling.sampler import SampleOutput, sample
 from grpo_jax.sampling.strategy import (
   PreviewSpec,
@@ -22,6 +22,7 @@ from grpo_jax.sampling.strategy_layout import (
 )
 
 __all__ = [
+  "categorical",
   "KVCache",
   "PreviewSpec",
   "SampleOutput",

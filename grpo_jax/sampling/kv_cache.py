@@ -6,8 +6,10 @@ V vocab.
 Layout: keys are stored (N, Hk, Dh, S) and values (N, Hk, S, Dh), so both decode-attention
 products contract over the second-to-last axis of the cache and run along its contiguous last
 axis. XLA:CPU runs q·kᵀ over (N, Hk, S, Dh) keys 12× slower than over (N, Hk, Dh, S) ones
-(64 rows, 4 kv heads, 160 slots: 2.7 ms vs 0.22 ms per layer; docs/performance.md). Prompts are left-padded, so every row writes its t-th new token at the same slot
-P + t while its RoPE position (number of real tokens before it) differs per row.
+(64 rows, 4 kv heads, 160 slots: 2.7 ms vs 0.22 ms per layer; docs/performance.md).
+
+Prompts are left-padded, so every row writes its t-th new token at the same slot P + t while
+its RoPE position (number of real tokens before it) differs per row.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def prefill(
     tokens_NxP, positions_from_mask(prompt_mask_NxP), causal_mask(prompt_mask_NxP)
   )
   logits_NxV = model.logits(h_NxPxD[:, -1])
-  slots = lambda x, axis: jnp.pad(x, [(0, num_slots - P) if a == axis else (0, 0) for a in range(4)])
+  widths = lambda axis: [(0, num_slots - P) if a == axis else (0, 0) for a in range(4)]
+  slots = lambda x, axis: jnp.pad(x, widths(axis))
   valid_NxS = jnp.pad(prompt_mask_NxP.astype(bool), ((0, 0), (0, num_slots - P)))
   cache = KVCache(
     k_NxHkxDhxS=tuple(slots(jnp.transpose(k, (0, 2, 3, 1)), 3) for k, _ in kvs),
