@@ -73,3 +73,26 @@ def test_chunked_lowers_peak_memory():
   )
   assert full >= logits_bytes  # the full path holds at least one N×L×V tensor
   assert part < logits_bytes / 2 < full
+
+
+@pytest.mark.parametrize("start", [1, 9])
+def test_start_equals_slicing_the_full_result(start):
+  """``start`` (only the completion's positions unembedded) returns exactly the full result's
+  columns start … L−1, with entropies, and the same gradient as the sliced full loss; the
+  chunked version agrees too."""
+  graphdef, params, tokens, mask = _setup(False)
+  full, ent = models.token_logps(graphdef, params, tokens, mask, 0.7, with_entropy=True)
+  part, ent_part = models.token_logps(graphdef, params, tokens, mask, 0.7, True, start=start)
+  assert part.shape == (4, 24 - start)
+  np.testing.assert_allclose(part, full[:, start:], rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(ent_part, ent[:, start:], rtol=1e-6, atol=1e-6)
+  chunked = chunked_token_logps(graphdef, params, tokens, mask, 0.7, False, 300, start=start)
+  np.testing.assert_allclose(chunked, full[:, start:], rtol=1e-5, atol=1e-5)
+  w = jnp.asarray(np.random.default_rng(1).normal(size=(4, 24 - start)), jnp.float32)
+  sliced = lambda p: jnp.sum(models.token_logps(graphdef, p, tokens, mask, 0.7)[:, start:] * w)
+  direct = lambda p: jnp.sum(models.token_logps(graphdef, p, tokens, mask, 0.7, start=start) * w)
+  grads = [jax.tree.leaves(jax.grad(fn)(params)) for fn in (sliced, direct)]
+  for a, b in zip(*grads):
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="start"):
+    models.token_logps(graphdef, params, tokens, mask, start=24)

@@ -67,6 +67,23 @@ def test_cached_sampling_equals_plain_recompute_loop(model, kw):
     full_mask = jnp.concatenate([full_mask, jnp.ones_like(token_N)[:, None]], axis=1)
 
 
+def test_growing_cache_equals_one_static_cache(model):
+  """Caches of P+2, P+4, P+8, P+13 slots (first_bucket=2) against one of P+13: same tokens,
+  same log-probs, same stop bookkeeping; also with an EOS that stops rows early."""
+  graphdef, params = model
+  prompt, mask = _prompts(N=6, P=5, seed=4)
+  assert sampler_lib.cache_buckets(13, 2) == [2, 4, 8, 13]
+  assert sampler_lib.cache_buckets(13, 0) == [13] == sampler_lib.cache_buckets(13, 64)
+  for eos in (NO_EOS, 3):
+    kw = dict(max_new_tokens=13, eos_id=eos, pad_id=PAD, temperature=1.0)
+    one = sampling.sample(graphdef, params, prompt, mask, jax.random.key(8), first_bucket=0, **kw)
+    grown = sampling.sample(graphdef, params, prompt, mask, jax.random.key(8), first_bucket=2, **kw)
+    np.testing.assert_array_equal(np.asarray(grown.tokens_NxT), np.asarray(one.tokens_NxT))
+    np.testing.assert_array_equal(np.asarray(grown.mask_NxT), np.asarray(one.mask_NxT))
+    np.testing.assert_allclose(np.asarray(grown.logps_NxT), np.asarray(one.logps_NxT), atol=1e-5)
+  assert np.any(np.asarray(one.truncated_N) == 0)  # the EOS case did stop some rows
+
+
 @pytest.fixture
 def plain_and_flat(monkeypatch):
   """Runs ``fn`` once with 3-D matmuls and once with 2-D GEMMs (each traced afresh)."""

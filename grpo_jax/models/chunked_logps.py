@@ -40,16 +40,21 @@ def chunked_token_logps(
   temperature: float = 1.0,
   with_entropy: bool = False,
   vocab_chunk: int = 8192,
+  start: int = 0,
 ):
-  """``token_logps`` computed ``vocab_chunk`` vocabulary entries at a time (see module doc)."""
+  """``token_logps`` computed ``vocab_chunk`` vocabulary entries at a time (see module doc);
+  ``start`` as there (only positions start … L−1 are unembedded and returned)."""
+  if not 0 <= start < tokens_BxL.shape[1]:
+    raise ValueError(f"start must lie in [0, {tokens_BxL.shape[1]}), got {start}")
   h_BxLxD, w_VxD, dtype = hidden_and_unembedding(graphdef, params, tokens_BxL, mask_BxL)
-  h_BxLxD = h_BxLxD[:, :-1]
+  first = max(start, 1)
+  h_BxLxD = h_BxLxD[:, first - 1 : -1]
   V, D = w_VxD.shape
   C = min(int(vocab_chunk), V)
   K = -(-V // C)
   # Pad the vocabulary to K·C rows; padded columns get logit −inf (weight 0 in every sum).
   w_KxCxD = jnp.pad(w_VxD, ((0, K * C - V), (0, 0))).reshape(K, C, D)
-  targets_BxL1 = tokens_BxL[:, 1:].astype(jnp.int32)
+  targets_BxL1 = tokens_BxL[:, first:].astype(jnp.int32)
   B, L1 = targets_BxL1.shape
 
   @jax.checkpoint
@@ -73,11 +78,9 @@ def chunked_token_logps(
   init = (jnp.full((B, L1), -jnp.inf, jnp.float32), zeros, zeros, zeros)
   (m, s, u, picked), _ = jax.lax.scan(body, init, (w_KxCxD, jnp.arange(K)))
   lse_BxL1 = m + jnp.log(s)
-  keep_BxL = mask_BxL.astype(bool)
-  zeros_Bx1 = jnp.zeros((B, 1), jnp.float32)
-  logps_BxL = jnp.where(keep_BxL, jnp.concatenate([zeros_Bx1, picked - lse_BxL1], axis=1), 0.0)
+  keep_BxL = mask_BxL[:, start:].astype(bool)
+  lead = lambda x_BxL1: x_BxL1 if start else jnp.pad(x_BxL1, ((0, 0), (1, 0)))  # 0 at t = 0
+  logps_BxL = jnp.where(keep_BxL, lead(picked - lse_BxL1), 0.0)
   if not with_entropy:
     return logps_BxL
-  entropy_BxL1 = lse_BxL1 - u / s
-  entropy_BxL = jnp.where(keep_BxL, jnp.concatenate([zeros_Bx1, entropy_BxL1], axis=1), 0.0)
-  return logps_BxL, entropy_BxL
+  return logps_BxL, jnp.where(keep_BxL, lead(lse_BxL1 - u / s), 0.0)

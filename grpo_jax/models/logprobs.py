@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from grpo_jax.models.transformer import forward
+from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_tokens
 
 
 def logps_from_logits(logits_NxV: jax.Array, temperature: float) -> jax.Array:
@@ -22,24 +22,33 @@ def token_logps(
   mask_BxL: jax.Array,
   temperature: float = 1.0,
   with_entropy: bool = False,
+  start: int = 0,
 ):
   """logps_BxL[:, t] = log softmax(logits[:, t−1] / τ)[tokens[:, t]] for t ≥ 1; 0 at t = 0.
 
   Float32 throughout. Positions with ``mask_BxL == 0`` are set to 0 (they are padding). With
   ``with_entropy`` also returns entropy_BxL[:, t] = −Σ_v p_v log p_v of the same tempered
   distribution (the one that predicted token t), 0 at t = 0 and at padding.
+  ``start`` > 0 returns only positions start … L−1 (B×(L−start): a completion after a prompt of
+  ``start`` slots) and unembeds only the positions that predict them — the prompt's V-wide
+  logits and log-softmax are never computed (nor differentiated).
   """
   if isinstance(temperature, (int, float)) and temperature <= 0:
     raise ValueError(f"token_logps needs temperature > 0, got {temperature}")
-  logits_BxLxV = forward(graphdef, params, tokens_BxL, mask_BxL)
-  logp_all_BxLxV = logps_from_logits(logits_BxLxV[:, :-1], temperature)
-  next_tokens_BxL1 = tokens_BxL[:, 1:].astype(jnp.int32)
-  picked_BxL1 = jnp.take_along_axis(logp_all_BxLxV, next_tokens_BxL1[..., None], axis=-1)[..., 0]
-  keep_BxL = mask_BxL.astype(bool)
-  zeros_Bx1 = jnp.zeros((tokens_BxL.shape[0], 1), jnp.float32)
-  logps_BxL = jnp.where(keep_BxL, jnp.concatenate([zeros_Bx1, picked_BxL1], axis=1), 0.0)
+  if not 0 <= start < tokens_BxL.shape[1]:
+    raise ValueError(f"start must lie in [0, {tokens_BxL.shape[1]}), got {start}")
+  model = nnx.merge(graphdef, params)
+  h_BxLxD, _ = model(
+    real_tokens(tokens_BxL, mask_BxL), positions_from_mask(mask_BxL), causal_mask(mask_BxL)
+  )
+  first = max(start, 1)  # first position with a prediction to score
+  logp_all_BxTxV = logps_from_logits(model.logits(h_BxLxD[:, first - 1 : -1]), temperature)
+  targets_BxT = tokens_BxL[:, first:].astype(jnp.int32)
+  picked_BxT = jnp.take_along_axis(logp_all_BxTxV, targets_BxT[..., None], axis=-1)[..., 0]
+  keep_BxT = mask_BxL[:, start:].astype(bool)
+  lead = lambda x_BxT: x_BxT if start else jnp.pad(x_BxT, ((0, 0), (1, 0)))  # 0 at t = 0
+  logps_BxT = jnp.where(keep_BxT, lead(picked_BxT), 0.0)
   if not with_entropy:
-    return logps_BxL
-  entropy_BxL1 = -jnp.sum(jnp.exp(logp_all_BxLxV) * logp_all_BxLxV, axis=-1)
-  entropy_BxL = jnp.where(keep_BxL, jnp.concatenate([zeros_Bx1, entropy_BxL1], axis=1), 0.0)
-  return logps_BxL, entropy_BxL
+    return logps_BxT
+  entropy_BxT = -jnp.sum(jnp.exp(logp_all_BxTxV) * logp_all_BxTxV, axis=-1)
+  return logps_BxT, jnp.where(keep_BxT, lead(entropy_BxT), 0.0)

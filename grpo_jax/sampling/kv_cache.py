@@ -65,17 +65,27 @@ def prefill(
     tokens_NxP, positions_from_mask(prompt_mask_NxP), causal_mask(prompt_mask_NxP)
   )
   logits_NxV = model.logits(h_NxPxD[:, -1])
-  widths = lambda axis: [(0, num_slots - P) if a == axis else (0, 0) for a in range(4)]
-  slots = lambda x, axis: jnp.pad(x, widths(axis))
-  valid_NxS = jnp.pad(prompt_mask_NxP.astype(bool), ((0, 0), (0, num_slots - P)))
   cache = KVCache(
-    k_NxHkxDhxS=tuple(slots(jnp.transpose(k, (0, 2, 3, 1)), 3) for k, _ in kvs),
-    v_NxHkxSxDh=tuple(slots(jnp.swapaxes(v, 1, 2), 2) for _, v in kvs),
-    valid_NxS=valid_NxS,
+    k_NxHkxDhxS=tuple(jnp.transpose(k, (0, 2, 3, 1)) for k, _ in kvs),
+    v_NxHkxSxDh=tuple(jnp.swapaxes(v, 1, 2) for _, v in kvs),
+    valid_NxS=prompt_mask_NxP.astype(bool),
     positions_N=jnp.sum(prompt_mask_NxP.astype(jnp.int32), axis=1),
     index=jnp.asarray(P, jnp.int32),
   )
-  return logits_NxV, cache
+  return logits_NxV, grow(cache, num_slots)
+
+
+def grow(cache: KVCache, num_slots: int) -> KVCache:
+  """The same cache with ``num_slots`` ≥ S slots: the new slots are empty (masked)."""
+  extra = num_slots - cache.num_slots
+  if extra < 0:
+    raise ValueError(f"cannot shrink a cache of {cache.num_slots} slots to {num_slots}")
+  pad = lambda x, axis: jnp.pad(x, [(0, extra) if a == axis else (0, 0) for a in range(x.ndim)])
+  return cache.replace(
+    k_NxHkxDhxS=tuple(pad(k, 3) for k in cache.k_NxHkxDhxS),
+    v_NxHkxSxDh=tuple(pad(v, 2) for v in cache.v_NxHkxSxDh),
+    valid_NxS=pad(cache.valid_NxS, 1),
+  )
 
 
 def decode_step(
@@ -84,7 +94,8 @@ def decode_step(
   """Feeds one token per row at slot ``cache.index``; returns next-token logits_NxV.
 
   Cost is one token's projections plus attention over the S static slots (unwritten slots are
-  masked); the cache is updated in place with ``dynamic_update_slice``.
+  masked; the sampler grows S in steps so it stays near the written length); the cache is
+  updated in place with ``dynamic_update_slice``.
   """
   index = cache.index
   valid_NxS = jax.lax.dynamic_update_slice(

@@ -12,8 +12,22 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from grpo_jax.sampling.kv_cache import KVCache, decode_step, prefill
+from grpo_jax.sampling.kv_cache import KVCache, decode_step, grow, prefill
 from grpo_jax.sampling.next_token import sample_next_token
+
+# Decode runs in loops over caches of P + 64, P + 128, P + 256 … P + T slots, so that every
+# step attends over at most twice the slots written so far instead of all P + T (each loop is
+# compiled separately: log2(T / 64) + 1 bodies). 0 = one loop over a P + T cache.
+FIRST_BUCKET = 64
+
+
+def cache_buckets(max_new_tokens: int, first: int) -> list[int]:
+  """Token counts at which the cache grows: first, 2·first, 4·first … and finally T."""
+  limits, t = [], first if first > 0 else max_new_tokens
+  while t < max_new_tokens:
+    limits.append(t)
+    t *= 2
+  return [*limits, max_new_tokens]
 
 
 @flax.struct.dataclass
@@ -71,6 +85,7 @@ def _emit(state: DecodeState, logits_NxV, rng, *, eos_id, pad_id, temperature, t
     "temperature",
     "top_k",
     "top_p",
+    "first_bucket",
   ),
 )
 def _sample_jit(
@@ -86,6 +101,7 @@ def _sample_jit(
   temperature,
   top_k,
   top_p,
+  first_bucket,
 ) -> SampleOutput:
   model = nnx.merge(graphdef, params)
   N, P = prompt_NxP.shape
@@ -93,7 +109,8 @@ def _sample_jit(
   emit = functools.partial(
     _emit, rng=rng, eos_id=eos_id, pad_id=pad_id, temperature=temperature, top_k=top_k, top_p=top_p
   )
-  logits_NxV, cache = prefill(model, prompt_NxP, prompt_mask_NxP, P + T)
+  limits = cache_buckets(T, first_bucket)
+  logits_NxV, cache = prefill(model, prompt_NxP, prompt_mask_NxP, P + limits[0])
   state = DecodeState(
     t=jnp.asarray(0, jnp.int32),
     last_token_N=jnp.zeros((N,), jnp.int32),
@@ -107,14 +124,14 @@ def _sample_jit(
   # samples the next, so no decode step is wasted after the last token.
   state = emit(state, logits_NxV)
 
-  def cond(s: DecodeState):
-    return (s.t < T) & ~jnp.all(s.done_N)
-
   def body(s: DecodeState):
     logits_NxV, cache = decode_step(model, s.last_token_N, s.cache)
     return emit(s.replace(cache=cache), logits_NxV)
 
-  state = jax.lax.while_loop(cond, body, state)
+  for limit in limits:  # token t is fed at slot P + t - 1 < P + limit
+    state = state.replace(cache=grow(state.cache, P + limit))
+    cond = lambda s, limit=limit: (s.t < limit) & ~jnp.all(s.done_N)
+    state = jax.lax.while_loop(cond, body, state)
   return SampleOutput(
     tokens_NxT=state.tokens_NxT,
     mask_NxT=state.mask_NxT,
@@ -137,12 +154,14 @@ def sample(
   temperature: float = 1.0,
   top_k: int = 0,
   top_p: float = 1.0,
+  first_bucket: int = FIRST_BUCKET,
 ) -> SampleOutput:
   """Samples up to ``max_new_tokens`` tokens after each LEFT-padded prompt.
 
   One jitted program (compiled once per graphdef, shapes and settings): a prefill over the
-  prompt, then a ``lax.while_loop`` of single-token decode steps over a static KV cache of
-  P + T slots, stopping early once every row has emitted ``eos_id``. ``eos_id`` may be a tuple
+  prompt, then ``lax.while_loop``s of single-token decode steps over a static KV cache that
+  grows from P + ``first_bucket`` to P + T slots, stopping early once every row has emitted
+  ``eos_id``. ``eos_id`` may be a tuple
   of stop ids: a row stops at the first of any of them (kept, mask 1), as the strategy sampler's
   previews stop at a delimiter (``truncated_N`` then means "no stop id"). ``temperature == 0`` is
   greedy (its log-probs are then under τ = 1); ``top_k = 0`` and ``top_p = 1.0`` switch
@@ -150,6 +169,8 @@ def sample(
   ``models.token_logps`` recomputes on prompt + completion (METHODS §16); with top-k/top-p on,
   the tokens come from the truncated distribution, so the rollouts are off-policy w.r.t.
   those log-probs (importance ratios are then biased; keep truncation off for training).
+  ``first_bucket``: the cache starts at P + first_bucket slots and doubles (see
+  ``FIRST_BUCKET``); 0 keeps one static cache of P + T slots. Same tokens either way.
   Prompt arrays may be sharded over a mesh's batch axis (params replicated); the outputs
   follow the batch sharding. Every row needs at least one real prompt token.
   """
@@ -171,4 +192,5 @@ def sample(
     temperature=float(temperature),
     top_k=int(top_k),
     top_p=float(top_p),
+    first_bucket=int(first_bucket),
   )

@@ -107,15 +107,15 @@ def make_update_fn(
       if vocab_chunk > 0
       else models.token_logps
     )
-    out = logps_fn(
+    return logps_fn(
       graphdef,
       params,
       rows["tokens_NxL"],
       rows["input_mask_NxL"],
       temperature,
       with_entropy=with_entropy,
+      start=prompt_len,  # the prompt's positions are never unembedded
     )
-    return jax.tree.map(lambda x: x[:, prompt_len:], out)
 
   def loss_fn(params, rows, denoms):
     if use_entropy:
