@@ -29,7 +29,7 @@ import numpy as np
 from grpo_jax import models, sampling
 
 
-def ours_runner(model, prompts_BxP, new_tokens: int, seed: int = 0):
+def ours_runner(model, prompts_BxP, new_tokens: int, seed: int = 0, **sample_kw):
   prompt_BxP = jax.numpy.asarray(prompts_BxP)
   mask_BxP = jax.numpy.ones_like(prompt_BxP)
   calls = [0]
@@ -46,6 +46,7 @@ def ours_runner(model, prompts_BxP, new_tokens: int, seed: int = 0):
       eos_id=-1,  # no token equals it: every row runs the full T steps
       pad_id=bc.PAD_ID,
       temperature=1.0,
+      **sample_kw,
     )
     out.tokens_NxT.block_until_ready()
     return out
@@ -123,19 +124,24 @@ def compare(name: str, batches, prompt_len: int, new_tokens: int, reps: int, cei
 
 
 def growth(name: str, batch: int, prompt_len: int, max_new: int, reps: int):
-  """Our sampling time vs T, T = 128, 256, … max_new, one compile per T."""
+  """Our sampling time vs T, T = 128, 256, … max_new, one compile per T: with the growing
+  cache (the default) and with one static P + T cache (``first_bucket=0``), interleaved."""
   ours = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
   prompts = bc.random_prompts(batch, prompt_len, bc.SIZES[name]["vocab"])
   rows, T = [], 128
   while T <= max_new:
-    run = ours_runner(ours, prompts, T)
-    run()
-    t = bc.best_of(run, reps)
-    rows.append({"model": name, "B": batch, "T": T, "seconds": t, "ms_per_step": 1e3 * t / T})
+    grown, static = ours_runner(ours, prompts, T), ours_runner(ours, prompts, T, first_bucket=0)
+    grown(), static()
+    t, t_static = bc.best_of_pair(grown, static, reps)
+    rows.append({
+      "model": name, "B": batch, "T": T, "seconds": t, "ms_per_step": 1e3 * t / T,
+      "seconds_one_cache": t_static, "ms_per_step_one_cache": 1e3 * t_static / T,
+    })  # fmt: skip
     T *= 2
   base = rows[0]["ms_per_step"]
   for r in rows:
     r["step_cost_vs_T128"] = r["ms_per_step"] / base
+    r["one_cache_step_cost_vs_T128"] = r["ms_per_step_one_cache"] / rows[0]["ms_per_step_one_cache"]
     print(json.dumps(r), flush=True)
   return rows
 

@@ -84,6 +84,19 @@ def test_growing_cache_equals_one_static_cache(model):
   assert np.any(np.asarray(one.truncated_N) == 0)  # the EOS case did stop some rows
 
 
+def test_fused_gate_up_decode_same_tokens_and_logps(model, monkeypatch):
+  """The decode-step MLP with gate/up as one GEMM samples the two-GEMM path's tokens."""
+  graphdef, params = model
+  prompt, mask = _prompts(N=5, P=7, seed=6)
+  outs = []
+  for fused in (False, True):
+    monkeypatch.setattr(layers, "FUSE_GATE_UP_DECODE", fused)
+    outs.append(_sample(graphdef, params, prompt, mask, jax.random.key(2), 12, temperature=1.0))
+  plain, fused = outs
+  np.testing.assert_array_equal(np.asarray(fused.tokens_NxT), np.asarray(plain.tokens_NxT))
+  np.testing.assert_allclose(np.asarray(fused.logps_NxT), np.asarray(plain.logps_NxT), atol=1e-5)
+
+
 @pytest.fixture
 def plain_and_flat(monkeypatch):
   """Runs ``fn`` once with 3-D matmuls and once with 2-D GEMMs (each traced afresh)."""

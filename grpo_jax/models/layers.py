@@ -31,6 +31,11 @@ MASK_VALUE = float(jnp.finfo(jnp.float32).min)
 # gradient) is markedly slower than the 2-D GEMM (docs/performance.md). False = the plain path.
 FLATTEN_MATMULS = True
 
+# Decode steps (one position per row) run the MLP's gate and up projections as one GEMM of
+# twice the width: 7.5% faster sampling on the small benchmark model, 3% on tiny (same tokens;
+# docs/performance.md). Training shapes keep two GEMMs (fusing them there measured no gain).
+FUSE_GATE_UP_DECODE = True
+
 
 def flat_matmul(fn, x_BxLxD: jax.Array) -> jax.Array:
   """fn applied to x reshaped to (B·L, D), the result reshaped back to (B, L, F)."""
@@ -212,6 +217,14 @@ class MLP(nnx.Module):
     self.down_proj = linear(cfg, F, D, rngs, bias)
 
   def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
+    if FUSE_GATE_UP_DECODE and x_BxLxD.shape[1] == 1 and not self.gate_proj.use_bias:
+      # One decode position: gate and up as ONE (D, 2F) GEMM. The concatenation of two
+      # parameters is loop-invariant, so XLA hoists it out of the sampler's while loop.
+      F = self.gate_proj.kernel.shape[1]
+      dtype = self.gate_proj.dtype or x_BxLxD.dtype
+      w_Dx2F = jnp.concatenate([self.gate_proj.kernel[...], self.up_proj.kernel[...]], axis=1)
+      h_Bx1x2F = flat_matmul(lambda x: x.astype(dtype) @ w_Dx2F.astype(dtype), x_BxLxD)
+      return self.down_proj(jax.nn.silu(h_Bx1x2F[..., :F]) * h_Bx1x2F[..., F:])
     return self.down_proj(jax.nn.silu(self.gate_proj(x_BxLxD)) * self.up_proj(x_BxLxD))
 
 
