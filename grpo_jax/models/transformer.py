@@ -60,10 +60,10 @@ class Transformer(nnx.Module):
     """Final-norm hidden states and the per-layer (k, v) pairs.
 
     ``mask_BxLxS`` is the boolean attention mask (query l may read key s). With ``kv_caches``
-    (one heads-major (k_BxHkxSxDh, v_BxHkxSxDh) per layer) the new keys are written at
-    ``cache_index`` and the returned pairs are the updated caches. Sliding-window layers
-    further hide keys W or more slots behind the query (HF's ``kv_idx > q_idx - W`` over
-    cache positions).
+    (one (k_BxHkxDhxS, v_BxHkxSxDh) pair per layer, ``sampling/kv_cache.py``) the new keys
+    are written at ``cache_index`` and the returned pairs are the updated caches.
+    Sliding-window layers further hide keys W or more slots behind the query (HF's
+    ``kv_idx > q_idx - W`` over cache positions).
     """
     x_BxLxD = constrain(self.embed_tokens(tokens_BxL))
     new_kvs = []

@@ -1,4 +1,5 @@
-"""Batched autoregressive sampling: one prefill, then a ``lax.while_loop`` over a static cache.
+"""Batched autoregressive sampling: one prefill, then ``lax.while_loop``s over a static cache
+that grows in doubling steps.
 
 Shape letters: N rows, P prompt slots (left-padded), T = max_new_tokens, V vocab.
 """
