@@ -113,7 +113,8 @@ PRESETS = {r.name: r for r in (TRAIN, SAMPLE, REPLICATED)}
 
 # Activation layouts at layer boundaries and of the sampler's cache.
 ACTIVATION = ("batch", "seq", "embed_act")  # embed_act: never split (residual stream)
-KV_CACHE = ("batch", "seq", "kv_heads", "head_dim")
+KV_CACHE_KEYS = ("batch", "kv_heads", "head_dim", "seq")  # sampling/kv_cache.py's layouts
+KV_CACHE_VALUES = ("batch", "kv_heads", "seq", "head_dim")
 
 
 def get_rules(name: str) -> Rules:

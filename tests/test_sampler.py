@@ -13,6 +13,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpo_jax import models, sampling
+from grpo_jax import sharding as shard_lib
 
 CFG = models.PRESETS["test"]  # vocab 64, hidden 64, 2 layers, 4 heads, 2 kv heads, head_dim 16
 V = CFG.vocab_size
@@ -309,3 +310,32 @@ def test_rejects_bad_settings(model):
       pad_id=0,
       top_p=0.0,
     )
+
+
+def test_kv_cache_is_laid_out_by_the_sampling_rules_under_a_mesh(model):
+  """Under a 2×2×2 (data, fsdp, tensor) mesh the cache's rows go over data × fsdp and its kv
+  heads over tensor (``sharding_rules.KV_CACHE_KEYS`` / ``_VALUES``); sampling there gives the
+  single-device tokens."""
+  graphdef, params = model
+  prompt_NxP, mask_NxP = _prompts(8, 5, seed=3)
+  kw = dict(max_new_tokens=6, eos_id=7, pad_id=PAD, temperature=1.0)
+  ref = sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(1), **kw)
+  mesh = Mesh(np.array(jax.devices()).reshape(2, 2, 2), shard_lib.AXES)
+  rows = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
+  params = jax.device_put(params, NamedSharding(mesh, PartitionSpec()))
+  prompt, mask = jax.device_put(prompt_NxP, rows), jax.device_put(mask_NxP, rows)
+
+  @jax.jit
+  def cache_of(params, prompt, mask):
+    return sampling.prefill(nnx.merge(graphdef, params), prompt, mask, 9)[1]
+
+  cache = shard_lib.under_mesh(cache_of, mesh)(params, prompt, mask)
+  heads = PartitionSpec(("data", "fsdp"), "tensor")
+  assert cache.k_NxHkxDhxS[0].sharding.is_equivalent_to(NamedSharding(mesh, heads), 4)
+  assert cache.v_NxHkxSxDh[1].sharding.is_equivalent_to(NamedSharding(mesh, heads), 4)
+  assert cache.valid_NxS.sharding.is_equivalent_to(rows, 2)
+  out = shard_lib.under_mesh(sampling.sample, mesh)(
+    graphdef, params, prompt, mask, jax.random.key(1), **kw
+  )
+  np.testing.assert_array_equal(out.tokens_NxT, ref.tokens_NxT)
+  np.testing.assert_allclose(out.logps_NxT, ref.logps_NxT, atol=1e-5)

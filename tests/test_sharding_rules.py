@@ -46,10 +46,11 @@ def test_indivisible_dimensions_stay_whole():
   assert rules.spec_for(("vocab", "embed"), (100278, 64), rules.TRAIN, mesh) == P(None, "fsdp")
   assert rules.spec_for(("embed", "kv_heads"), (64, 12), rules.TRAIN, mesh) == P("fsdp")
   # The KV cache: rows over data × fsdp, kv heads over tensor.
-  spec = rules.spec_for(
-    rules.KV_CACHE, (4, 10, 8, 16), rules.TRAIN, shard_lib.abstract_mesh((2, 2, 2))
-  )
-  assert spec == P(("data", "fsdp"), None, "tensor")
+  mesh = shard_lib.abstract_mesh((2, 2, 2))
+  spec = rules.spec_for(rules.KV_CACHE_KEYS, (4, 8, 16, 10), rules.SAMPLE, mesh)
+  assert spec == P(("data", "fsdp"), "tensor")
+  spec = rules.spec_for(rules.KV_CACHE_VALUES, (4, 8, 10, 16), rules.SAMPLE, mesh)
+  assert spec == P(("data", "fsdp"), "tensor")
 
 
 def test_state_bytes_per_device_shrink_with_fsdp():

@@ -32,7 +32,8 @@ def generate(graphdef, params, task, prompts_NxP: np.ndarray, rng, settings: Sam
   """Samples one completion per prompt row; returns host arrays and decoded completions."""
   prompt_mask_NxP = (prompts_NxP != task.pad_id).astype(np.int32)
   batch = shard_lib.shard_batch({"p": prompts_NxP, "m": prompt_mask_NxP}, mesh)
-  out = sample(
+  # Under the mesh: the model's activation and KV-cache layout constraints apply.
+  out = shard_lib.under_mesh(sample, mesh)(
     graphdef,
     params,
     batch["p"],

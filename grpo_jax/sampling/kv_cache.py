@@ -18,6 +18,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from grpo_jax import sharding_rules as rules
 from grpo_jax.models.transformer import (
   Transformer,
   causal_mask,
@@ -81,10 +82,14 @@ def grow(cache: KVCache, num_slots: int) -> KVCache:
   if extra < 0:
     raise ValueError(f"cannot shrink a cache of {cache.num_slots} slots to {num_slots}")
   pad = lambda x, axis: jnp.pad(x, [(0, extra) if a == axis else (0, 0) for a in range(x.ndim)])
+  # Under a mesh (``sharding.activate`` / ``under_mesh``): rows over data × fsdp, kv heads over
+  # tensor (the sampling preset); the decode loop's carry keeps this layout. No-op otherwise.
+  keys = lambda k: rules.constrain(pad(k, 3), rules.KV_CACHE_KEYS, rules.SAMPLE)
+  values = lambda v: rules.constrain(pad(v, 2), rules.KV_CACHE_VALUES, rules.SAMPLE)
   return cache.replace(
-    k_NxHkxDhxS=tuple(pad(k, 3) for k in cache.k_NxHkxDhxS),
-    v_NxHkxSxDh=tuple(pad(v, 2) for v in cache.v_NxHkxSxDh),
-    valid_NxS=pad(cache.valid_NxS, 1),
+    k_NxHkxDhxS=tuple(keys(k) for k in cache.k_NxHkxDhxS),
+    v_NxHkxSxDh=tuple(values(v) for v in cache.v_NxHkxSxDh),
+    valid_NxS=rules.constrain(pad(cache.valid_NxS, 1), ("batch", "seq"), rules.SAMPLE),
   )
 
 

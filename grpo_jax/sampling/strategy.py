@@ -84,7 +84,7 @@ def draw_rows(
   pad_rows = lambda x: np.concatenate([x, np.repeat(x[-1:], extra, 0)]) if extra else x
   batch = shard_lib.shard_batch({"p": pad_rows(tokens_NxC), "m": pad_rows(mask_NxC)}, mesh)
   out = jax.device_get(
-    sample(
+    shard_lib.under_mesh(sample, mesh)(  # layout constraints apply (as in ``generate``)
       graphdef,
       params,
       batch["p"],
