@@ -51,14 +51,8 @@ def get_config(arg=None):
   args = parse_arg(arg)
   algo = args.get("algo", "grpo")
   cfg = base_config()
-  # Model: the HF checkpoint (config.json sets the architecture), bf16 compute, fp32 master.
-  cfg.model.hf_path = args.get("ckpt", CKPT)
-  cfg.model.preset = PRESET
-  cfg.model.dtype = "bfloat16"
-  cfg.model.param_dtype = "float32"
-  # Rematerialise each decoder layer in the backward pass (5k-token rows).
-  cfg.model.remat = "full"
-  cfg.model.logps_vocab_chunk = 16_384
+  # Model: the HF checkpoint, bf16 compute over fp32 master weights, remat, chunked log-probs.
+  recipes.paper_scale_model(cfg, args.get("ckpt", CKPT), PRESET)
   # Data: MATH train with the paper's "... within \boxed{}." template.
   cfg.data.task = "math"
   cfg.data.train_set = "math_train"

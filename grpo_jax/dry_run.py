@@ -104,16 +104,7 @@ def format_plan(p: DryRunPlan) -> str:
     f"{p.workload.micro_batch_rows} rows per device per micro-batch",
     "per device (GiB):",
   ]
-  for key in (
-    "params",
-    "optimizer",
-    "gradients",
-    "reference",
-    "sampler_params",
-    "kv_cache",
-    "activations",
-    "peak",
-  ):
+  for key in memory_plan.BYTE_KEYS:
     lines.append(f"  {key:<15}{p.bytes[key] / gib:8.2f}")
   lines.append(f"fits in 90% of {p.hardware.hbm_bytes / gib:.0f} GiB: {p.bytes['fits']}")
   lines.append(f"projected step: {p.bytes['step_s']:.0f} s (grpo_jax.memory_plan roofline)")

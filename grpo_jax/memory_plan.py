@@ -147,19 +147,22 @@ def step_time(model: ModelConfig, work: Workload, hw: Hardware, mesh_shape, mfu:
   }
 
 
+# The per-device byte entries of a plan, in the order tables print them.
+BYTE_KEYS = (
+  "params",
+  "optimizer",
+  "gradients",
+  "reference",
+  "sampler_params",
+  "kv_cache",
+  "activations",
+  "peak",
+)
+
+
 def format_plan(name: str, mesh_shape, result: dict, hw: Hardware) -> str:
   gib = lambda v: f"{v / 2**30:7.1f}"
-  keys = (
-    "params",
-    "optimizer",
-    "gradients",
-    "reference",
-    "sampler_params",
-    "kv_cache",
-    "activations",
-    "peak",
-  )
-  cells = " | ".join(gib(result[k]) for k in keys)
+  cells = " | ".join(gib(result[k]) for k in BYTE_KEYS)
   fits = "yes" if result["fits"] else "no"
   mesh = "×".join(map(str, mesh_shape))
   return (

@@ -23,6 +23,20 @@ from __future__ import annotations
 from grpo_jax.losses.registry import lookup
 
 
+def paper_scale_model(cfg, hf_path: str, preset: str):
+  """A Hugging Face checkpoint at paper scale: its config.json sets the architecture (``preset``
+  is the fallback for dry runs without it), bf16 compute over fp32 master weights, every decoder
+  layer rematerialised in the backward pass and log-probs over 16k-entry vocabulary chunks
+  (5k-token rows)."""
+  cfg.model.hf_path = hf_path
+  cfg.model.preset = preset
+  cfg.model.dtype = "bfloat16"
+  cfg.model.param_dtype = "float32"
+  cfg.model.remat = "full"
+  cfg.model.logps_vocab_chunk = 16_384
+  return cfg
+
+
 def paper_optimizer(cfg):
   """AdamW, lr 1e-6, weight decay 0.1, global-norm clip 1.0."""
   cfg.optimizer.learning_rate = 1e-6

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers_sampling import left_padded_prompts
 
 from grpo_jax import models, sampling
 from grpo_jax.models import layers
@@ -30,13 +31,7 @@ def model():
 
 
 def _prompts(N=4, P=6, seed=0):
-  """Left-padded prompts with 1..P real tokens per row."""
-  rng = np.random.default_rng(seed)
-  lengths = rng.integers(1, P + 1, N)
-  lengths[0] = P
-  mask = (np.arange(P)[None] >= P - lengths[:, None]).astype(np.int32)
-  tokens = np.where(mask == 1, rng.integers(1, V, (N, P)), PAD).astype(np.int32)
-  return jnp.asarray(tokens), jnp.asarray(mask)
+  return left_padded_prompts(N, P, V, PAD, seed)
 
 
 def _sample(graphdef, params, prompt, mask, rng, T, **kw):

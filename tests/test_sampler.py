@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers_sampling import left_padded_prompts
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpo_jax import models, sampling
@@ -29,13 +30,7 @@ def model():
 
 
 def _prompts(N, P, seed=0):
-  """Left-padded prompts with 1..P real tokens per row."""
-  rng = np.random.default_rng(seed)
-  lengths = rng.integers(1, P + 1, N)
-  lengths[0] = P
-  mask = (np.arange(P)[None] >= P - lengths[:, None]).astype(np.int32)
-  tokens = np.where(mask == 1, rng.integers(1, V, (N, P)), PAD).astype(np.int32)
-  return jnp.asarray(tokens), jnp.asarray(mask)
+  return left_padded_prompts(N, P, V, PAD, seed)
 
 
 def _full(prompt_NxP, prompt_mask_NxP, out):

@@ -97,6 +97,12 @@ def rms_norm(cfg: ModelConfig, dim: int) -> RMSNorm:
   return RMSNorm(dim, cfg.norm_eps, cfg.compute_dtype, cfg.weight_dtype, weight_f32)
 
 
+def _attention_weights(scores, mask, dtype) -> jax.Array:
+  """softmax over the keys (last axis) in float32, masked keys at MASK_VALUE, cast to ``dtype``."""
+  masked = jnp.where(mask, scores.astype(jnp.float32), MASK_VALUE)
+  return jax.nn.softmax(masked, axis=-1).astype(dtype)
+
+
 def attend(q_BxLxHxDh, k_BxSxHkxDh, v_BxSxHkxDh, mask_BxLxS, scale: float) -> jax.Array:
   """softmax(q·kᵀ·scale + mask)·v with grouped-query heads; softmax in float32.
 
@@ -106,10 +112,7 @@ def attend(q_BxLxHxDh, k_BxSxHkxDh, v_BxSxHkxDh, mask_BxLxS, scale: float) -> ja
   Hk = k_BxSxHkxDh.shape[2]
   q_BxLxHkxGxDh = q_BxLxHxDh.reshape(B, L, Hk, H // Hk, Dh)
   scores_BxHkxGxLxS = jnp.einsum("blkgd,bskd->bkgls", q_BxLxHkxGxDh, k_BxSxHkxDh) * scale
-  scores_BxHkxGxLxS = jnp.where(
-    mask_BxLxS[:, None, None], scores_BxHkxGxLxS.astype(jnp.float32), MASK_VALUE
-  )
-  probs = jax.nn.softmax(scores_BxHkxGxLxS, axis=-1).astype(v_BxSxHkxDh.dtype)
+  probs = _attention_weights(scores_BxHkxGxLxS, mask_BxLxS[:, None, None], v_BxSxHkxDh.dtype)
   out_BxLxHkxGxDh = jnp.einsum("bkgls,bskd->blkgd", probs, v_BxSxHkxDh)
   return out_BxLxHkxGxDh.reshape(B, L, H, Dh)
 
@@ -118,31 +121,20 @@ def attend_cached(q_BxLxHxDh, k_BxHkxDhxS, v_BxHkxSxDh, mask_BxLxS, scale: float
   """:func:`attend` over a static cache laid out for decoding: keys (B, Hk, Dh, S), values
   (B, Hk, S, Dh), so that neither product transposes the S slots (``sampling/kv_cache.py``).
 
-  One query position (a decode step) drops the length-1 query axis before the batched
+  One query position (a decode step) drops the length-1 query axis ``l`` from the batched
   products: with it, XLA:CPU swaps the operands of the (row, kv head)-batched dot and runs it
   10-15× slower (small model, 64 rows, 160 slots: 3.0 ms per product instead of ~0.2 ms;
   docs/performance.md).
   """
   B, L, H, Dh = q_BxLxHxDh.shape
   Hk = k_BxHkxDhxS.shape[1]
-  G = H // Hk
-  if L == 1:
-    q_BxHkxGxDh = q_BxLxHxDh.reshape(B, Hk, G, Dh)
-    scores_BxHkxGxS = jnp.einsum("bkgd,bkds->bkgs", q_BxHkxGxDh, k_BxHkxDhxS) * scale
-    scores_BxHkxGxS = jnp.where(
-      mask_BxLxS[:, :, None], scores_BxHkxGxS.astype(jnp.float32), MASK_VALUE
-    )
-    probs_BxHkxGxS = jax.nn.softmax(scores_BxHkxGxS, axis=-1).astype(v_BxHkxSxDh.dtype)
-    out_BxHkxGxDh = jnp.einsum("bkgs,bksd->bkgd", probs_BxHkxGxS, v_BxHkxSxDh)
-    return out_BxHkxGxDh.reshape(B, 1, H, Dh)
-  q_BxLxHkxGxDh = q_BxLxHxDh.reshape(B, L, Hk, G, Dh)
-  scores_BxHkxGxLxS = jnp.einsum("blkgd,bkds->bkgls", q_BxLxHkxGxDh, k_BxHkxDhxS) * scale
-  scores_BxHkxGxLxS = jnp.where(
-    mask_BxLxS[:, None, None], scores_BxHkxGxLxS.astype(jnp.float32), MASK_VALUE
-  )
-  probs = jax.nn.softmax(scores_BxHkxGxLxS, axis=-1).astype(v_BxHkxSxDh.dtype)
-  out_BxLxHkxGxDh = jnp.einsum("bkgls,bksd->blkgd", probs, v_BxHkxSxDh)
-  return out_BxLxHkxGxDh.reshape(B, L, H, Dh)
+  l = "l" if L > 1 else ""  # noqa: E741  (the einsum letter of the query axis, or none)
+  q = q_BxLxHxDh.reshape(B, *([L] if l else []), Hk, H // Hk, Dh)
+  mask = mask_BxLxS[:, None, None] if l else mask_BxLxS[:, None]  # against (B, Hk, G, [L,] S)
+  scores = jnp.einsum(f"b{l}kgd,bkds->bkg{l}s", q, k_BxHkxDhxS) * scale
+  probs = _attention_weights(scores, mask, v_BxHkxSxDh.dtype)
+  out = jnp.einsum(f"bkg{l}s,bksd->b{l}kgd", probs, v_BxHkxSxDh)
+  return out.reshape(B, L, H, Dh)
 
 
 class Attention(nnx.Module):
