@@ -103,6 +103,23 @@ def set_torch_threads(n: int) -> int:
   return torch.get_num_threads()
 
 
+def set_cpu_devices(n: int) -> int:
+  """Exposes ``n`` CPU devices (``jax_num_cpu_devices``; before anything starts jax's backend),
+  so that a mesh over them runs each device's share of the rows on its own core; 0 keeps
+  jax's default of one CPU device that parallelises inside each op. Returns the device count
+  (on an accelerator, that of the accelerator)."""
+  if n > 0:
+    jax.config.update("jax_num_cpu_devices", n)
+  return len(jax.devices())
+
+
+def mesh():
+  """The library's default mesh (every device on the data axis) over ``jax.devices()``."""
+  from grpo_jax import config, sharding
+
+  return sharding.make_mesh(config.base_config().mesh)
+
+
 def make_tokenizer(vocab: int):
   """A word-level fast tokenizer over "t0 … t{V-1}" (one word = one token)."""
   from tokenizers import Tokenizer, models, pre_tokenizers

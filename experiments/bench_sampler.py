@@ -27,18 +27,23 @@ import jax
 import numpy as np
 
 from grpo_jax import models, sampling
+from grpo_jax import sharding as shard_lib
 
 
 def ours_runner(model, prompts_BxP, new_tokens: int, seed: int = 0, **sample_kw):
-  prompt_BxP = jax.numpy.asarray(prompts_BxP)
-  mask_BxP = jax.numpy.ones_like(prompt_BxP)
+  """Rows split over the mesh's devices (one per core with ``--cpu_devices``), params replicated."""
+  mesh = bc.mesh()
+  rows = shard_lib.shard_batch({"p": prompts_BxP, "m": np.ones_like(prompts_BxP)}, mesh)
+  prompt_BxP, mask_BxP = rows["p"], rows["m"]
+  params = jax.device_put(model.params, shard_lib.replicated(mesh))
+  sample = shard_lib.under_mesh(sampling.sample, mesh)
   calls = [0]
 
   def run():
     calls[0] += 1
-    out = sampling.sample(
+    out = sample(
       model.graphdef,
-      model.params,
+      params,
       prompt_BxP,
       mask_BxP,
       jax.random.key(seed + calls[0]),
@@ -157,10 +162,13 @@ def main():
   ap.add_argument("--growth_batch", type=int, default=16)
   ap.add_argument("--growth_max", type=int, default=1024)
   ap.add_argument("--torch_threads", type=int, default=1, help="0 = torch's default")
+  ap.add_argument("--cpu_devices", type=int, default=0, help="0 = jax's default (one)")
   ap.add_argument("--json", default="", help="write all results to this file")
   args = ap.parse_args()
 
+  devices = bc.set_cpu_devices(args.cpu_devices)
   info = bc.machine()
+  info["devices"] = devices
   info["torch_threads"] = bc.set_torch_threads(args.torch_threads)
   info["ceiling"] = bc.matmul_ceiling()
   info["torch_matmul_gflops"] = bc.torch_matmul_gflops()

@@ -82,7 +82,7 @@ def update_flops(name: str, N: int, P: int, T: int) -> float:
 def ours(name: str, B: int, G: int, P: int, T: int, steps: int, ceiling: float, counter) -> dict:
   hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
   cfg = bench_config(B, G, T)
-  mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[:1])
+  mesh = bc.mesh()
   optimizer = make_optimizer(cfg.optimizer)
   state = init_state(hf.params, optimizer, cfg)
   shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
@@ -217,7 +217,7 @@ def synthetic_update(hf, name: str, B: int, G: int, P: int, T: int):
   ``layers.FLATTEN_MATMULS``."""
   V = bc.SIZES[name]["vocab"]
   cfg = bench_config(B, G, T)
-  mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[:1])
+  mesh = bc.mesh()
   optimizer = make_optimizer(cfg.optimizer)
   state = init_state(jax.tree.map(jax.numpy.copy, hf.params), optimizer, cfg)
   shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
@@ -313,11 +313,14 @@ def main():
   ap.add_argument("--ab", default="", help="sizes of the plain/flat update A/B: tiny,small")
   ap.add_argument("--ab_reps", type=int, default=3)
   ap.add_argument("--torch_threads", type=int, default=1, help="0 = torch's default")
+  ap.add_argument("--cpu_devices", type=int, default=0, help="0 = jax's default (one)")
   ap.add_argument("--json", default="")
   args = ap.parse_args()
 
+  devices = bc.set_cpu_devices(args.cpu_devices)
   counter = bc.CompileCounter()
   info = bc.machine()
+  info["devices"] = devices
   info["torch_threads"] = bc.set_torch_threads(args.torch_threads)
   info["ceiling"] = bc.matmul_ceiling()
   print(json.dumps(info), flush=True)

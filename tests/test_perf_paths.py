@@ -46,7 +46,8 @@ def _sample(graphdef, params, prompt, mask, rng, T, **kw):
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.7, top_k=9)])
 def test_cached_sampling_equals_plain_recompute_loop(model, kw):
   """Token t: the plain loop's full forward over [prompt, y_<t] then ``sample_next_token`` with
-  fold_in(rng, t) — the sampler's key schedule — must pick the sampler's token."""
+  the uniforms of fold_in(rng, t) — the sampler's key schedule, whose draws it makes before the
+  decode loop — must pick the sampler's token."""
   graphdef, params = model
   prompt, mask = _prompts()
   rng, T = jax.random.key(3), 7
@@ -55,7 +56,8 @@ def test_cached_sampling_equals_plain_recompute_loop(model, kw):
   settings = (kw["temperature"], kw.get("top_k", 0), kw.get("top_p", 1.0))
   for t in range(T):
     logits_NxV = models.forward(graphdef, params, tokens, full_mask)[:, -1]
-    token_N, logp_N = sampling.sample_next_token(jax.random.fold_in(rng, t), logits_NxV, *settings)
+    uniform_N = sampling.row_uniforms(jax.random.fold_in(rng, t), logits_NxV.shape[0])
+    token_N, logp_N = sampling.sample_next_token(uniform_N, logits_NxV, *settings)
     np.testing.assert_array_equal(np.asarray(out.tokens_NxT[:, t]), np.asarray(token_N))
     np.testing.assert_allclose(np.asarray(out.logps_NxT[:, t]), np.asarray(logp_N), atol=2e-5)
     tokens = jnp.concatenate([tokens, token_N[:, None]], axis=1)

@@ -201,7 +201,7 @@ def test_truncated_frequencies_follow_renormalised_softmax(top_k, top_p):
   n = 20_000
   logits_NxV = jnp.tile(jnp.log(jnp.asarray(probs_V, jnp.float32))[None], (n, 1))
   fn = jax.jit(sampling.sample_next_token, static_argnums=(2, 3, 4))
-  token_N, logp_N = fn(jax.random.key(3), logits_NxV, 1.0, top_k, top_p)
+  token_N, logp_N = fn(sampling.row_uniforms(jax.random.key(3), n), logits_NxV, 1.0, top_k, top_p)
   # HF order: top-k first, then top-p on the renormalised top-k distribution.
   keep = np.arange(8) < (top_k or 8)
   renorm_V = np.where(keep, probs_V, 0) / np.sum(np.where(keep, probs_V, 0))

@@ -1,7 +1,7 @@
 """Jitted KV-cache sampling with per-token log-probs."""
 
 from grpo_jax.sampling.kv_cache import KVCache, decode_step, prefill
-from grpo_jax.sampling.next_token import categorical, sample_next_token
+from grpo_jax.sampling.next_token import categorical, inverse_cdf, row_uniforms, sample_next_token
 from grpo_jax.sampling.sampler import SampleOutput, sample
 from grpo_jax.sampling.strategy import (
   PreviewSpec,
@@ -23,6 +23,7 @@ from grpo_jax.sampling.strategy_layout import (
 
 __all__ = [
   "categorical",
+  "inverse_cdf",
   "KVCache",
   "PreviewSpec",
   "SampleOutput",
@@ -40,6 +41,7 @@ __all__ = [
   "preview_of_rollout",
   "row_ids",
   "sample",
+  "row_uniforms",
   "sample_next_token",
   "subgroup_metrics",
 ]

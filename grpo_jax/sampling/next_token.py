@@ -22,17 +22,29 @@ def _last_positive(x_NxM: jax.Array) -> jax.Array:
   return M - 1 - jnp.argmax(x_NxM[:, ::-1] > 0, axis=-1)
 
 
+def row_uniforms(key: jax.Array, num_rows: int) -> jax.Array:
+  """The one U[0, 1) per row that a draw consumes: uniform_N float32."""
+  return jax.random.uniform(key, (num_rows,), jnp.float32)
+
+
 def categorical(
   key: jax.Array, logits_NxV: jax.Array, block: int = BLOCK
 ) -> tuple[jax.Array, jax.Array]:
-  """One draw per row from softmax(logits) and its log-prob: token_N int32, logp_N float32.
+  """One draw per row from softmax(logits) and its log-prob: token_N int32, logp_N float32."""
+  return inverse_cdf(row_uniforms(key, logits_NxV.shape[0]), logits_NxV, block)
+
+
+def inverse_cdf(
+  uniform_N: jax.Array, logits_NxV: jax.Array, block: int = BLOCK
+) -> tuple[jax.Array, jax.Array]:
+  """The draw of ``categorical`` for given uniforms (U[0, 1), one per row).
 
   Inverse CDF in two levels so that no length-V cumulative sum is needed: u ~ U(0, Z)
   (Z = Σ exp(logits − max)) first picks the block of ``block`` entries whose cumulative mass
   passes u, then the entry inside it. An entry is picked with probability p_v (up to float
   rounding, as any sampler); entries of zero mass (logit −inf: top-k / top-p truncation) are
   never picked, also when rounding puts u at an edge. logp = logit − max − log Z, the same
-  log-softmax the trainer recomputes. One uniform per row.
+  log-softmax the trainer recomputes.
   """
   N, V = logits_NxV.shape
   x_NxV = logits_NxV.astype(jnp.float32)
@@ -43,7 +55,7 @@ def categorical(
   mass_NxB = jnp.sum(p_NxBxK, axis=-1)
   cdf_NxB = jnp.cumsum(mass_NxB, axis=-1)
   total_N = cdf_NxB[:, -1]
-  u_N = jax.random.uniform(key, (N,), jnp.float32) * total_N
+  u_N = uniform_N.astype(jnp.float32) * total_N
   # Blocks whose cumulative mass is ≤ u lie wholly before the draw (zero-mass blocks included).
   blk_N = jnp.minimum(jnp.sum(cdf_NxB <= u_N[:, None], axis=-1), _last_positive(mass_NxB))
   in_NxK = jnp.take_along_axis(p_NxBxK, blk_N[:, None, None], axis=1)[:, 0]
@@ -57,9 +69,12 @@ def categorical(
 
 
 def sample_next_token(
-  key: jax.Array, logits_NxV: jax.Array, temperature: float, top_k: int, top_p: float
+  uniform_N: jax.Array, logits_NxV: jax.Array, temperature: float, top_k: int, top_p: float
 ) -> tuple[jax.Array, jax.Array]:
   """Draws token_N and returns it with logp_N = log softmax(logits / τ)[token].
+
+  ``uniform_N``: one U[0, 1) per row (``row_uniforms``), the only randomness of the draw; the
+  sampler draws all steps' uniforms before its decode loop.
 
   The log-prob is always under the *untruncated* tempered distribution, the one the trainer's
   ``token_logps`` recomputes (METHODS §16). Top-k / top-p sample from a truncated
@@ -75,7 +90,7 @@ def sample_next_token(
     return token_N, jnp.take_along_axis(logp_all_NxV, token_N[:, None], axis=-1)[:, 0]
   scaled_NxV = logits_NxV.astype(jnp.float32) / temperature
   if top_k == 0 and top_p == 1.0:
-    return categorical(key, scaled_NxV)
+    return inverse_cdf(uniform_N, scaled_NxV)
   logp_all_NxV = logps_from_logits(logits_NxV, temperature)
   V = logits_NxV.shape[-1]
   k = min(top_k, V) if top_k > 0 else V
@@ -87,6 +102,6 @@ def sample_next_token(
     # it is < top_p (the top token always stays).
     before_NxK = jnp.cumsum(probs_NxK, axis=-1) - probs_NxK
     vals_NxK = jnp.where(before_NxK < top_p, vals_NxK, -jnp.inf)
-  choice_N, _ = categorical(key, vals_NxK)
+  choice_N, _ = inverse_cdf(uniform_N, vals_NxK)
   token_N = jnp.take_along_axis(idx_NxK, choice_N[:, None], axis=-1)[:, 0].astype(jnp.int32)
   return token_N, jnp.take_along_axis(logp_all_NxV, token_N[:, None], axis=-1)[:, 0]

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from grpo_jax.sampling.kv_cache import KVCache, decode_step, grow, prefill
-from grpo_jax.sampling.next_token import sample_next_token
+from grpo_jax.sampling.next_token import row_uniforms, sample_next_token
 
 # Decode runs in loops over caches of P + 64, P + 128, P + 256 … P + T slots, so that every
 # step attends over at most twice the slots written so far instead of all P + T (each loop is
@@ -53,10 +53,19 @@ class DecodeState:
   logps_NxT: jax.Array
 
 
-def _emit(state: DecodeState, logits_NxV, rng, *, eos_id, pad_id, temperature, top_k, top_p):
+def step_uniforms(rng: jax.Array, num_steps: int, num_rows: int) -> jax.Array:
+  """uniform_TxN: row t is ``row_uniforms(fold_in(rng, t), N)``, the draws of token t, all made
+  up front (one vectorised threefry instead of one small one inside every decode step)."""
+  steps_T = jnp.arange(num_steps, dtype=jnp.uint32)
+  return jax.vmap(lambda t: row_uniforms(jax.random.fold_in(rng, t), num_rows))(steps_T)
+
+
+def _emit(
+  state: DecodeState, logits_NxV, uniform_TxN, *, eos_id, pad_id, temperature, top_k, top_p
+):
   """Samples token t for every row and records it; finished rows get pad_id, mask 0, logp 0."""
-  key = jax.random.fold_in(rng, state.t)
-  token_N, logp_N = sample_next_token(key, logits_NxV, temperature, top_k, top_p)
+  uniform_N = jax.lax.dynamic_index_in_dim(uniform_TxN, state.t, 0, keepdims=False)
+  token_N, logp_N = sample_next_token(uniform_N, logits_NxV, temperature, top_k, top_p)
   live_N = ~state.done_N
   token_N = jnp.where(live_N, token_N, pad_id)
   # eos_id is an int or a static tuple of stop ids (e.g. EOS and a preview delimiter).
@@ -108,7 +117,13 @@ def _sample_jit(
   N, P = prompt_NxP.shape
   T = max_new_tokens
   emit = functools.partial(
-    _emit, rng=rng, eos_id=eos_id, pad_id=pad_id, temperature=temperature, top_k=top_k, top_p=top_p
+    _emit,
+    uniform_TxN=step_uniforms(rng, T, N),
+    eos_id=eos_id,
+    pad_id=pad_id,
+    temperature=temperature,
+    top_k=top_k,
+    top_p=top_p,
   )
   limits = cache_buckets(T, first_bucket)
   logits_NxV, cache = prefill(model, prompt_NxP, prompt_mask_NxP, P + limits[0])
