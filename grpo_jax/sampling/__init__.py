@@ -23,7 +23,6 @@ from grpo_jax.sampling.strategy_layout import (
 
 __all__ = [
   "categorical",
-  "inverse_cdf",
   "KVCache",
   "PreviewSpec",
   "SampleOutput",
@@ -32,6 +31,7 @@ __all__ = [
   "draw_completions",
   "draw_previews",
   "draw_rows",
+  "inverse_cdf",
   "left_align",
   "make_context",
   "normalize_preview",
@@ -40,8 +40,8 @@ __all__ = [
   "preview_ids",
   "preview_of_rollout",
   "row_ids",
-  "sample",
   "row_uniforms",
+  "sample",
   "sample_next_token",
   "subgroup_metrics",
 ]
