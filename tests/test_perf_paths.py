@@ -2,8 +2,6 @@
 
 * KV-cache sampling draws the same tokens, for the same RNG, as a plain loop that reruns the
   full forward pass over prompt + completion-so-far at every step, with the same log-probs;
-* the decode-only variants (gate/up as one GEMM, scores as a multiply + sum) sample the
-  plain decode step's tokens;
 * 2-D GEMMs (``layers.FLATTEN_MATMULS``) give the 3-D dot_general's logits, log-probs,
   gradients and sampled tokens;
 * a jitted update and the sampler compile once: steps 2 and 3 trigger no compilation.
@@ -94,19 +92,6 @@ def test_fused_gate_up_decode_same_tokens_and_logps(model, monkeypatch):
   plain, fused = outs
   np.testing.assert_array_equal(np.asarray(fused.tokens_NxT), np.asarray(plain.tokens_NxT))
   np.testing.assert_allclose(np.asarray(fused.logps_NxT), np.asarray(plain.logps_NxT), atol=1e-5)
-
-
-def test_decode_scores_as_sum_same_tokens_and_logps(model, monkeypatch):
-  """Decode q·kᵀ as a multiply + sum over Dh samples the batched dot's tokens, log-probs."""
-  graphdef, params = model
-  prompt, mask = _prompts(N=5, P=7, seed=7)
-  outs = []
-  for backends in ((), ("cpu",)):
-    monkeypatch.setattr(layers, "DECODE_SCORES_AS_SUM", backends)
-    outs.append(_sample(graphdef, params, prompt, mask, jax.random.key(5), 12, temperature=1.0))
-  dot, summed = outs
-  np.testing.assert_array_equal(np.asarray(summed.tokens_NxT), np.asarray(dot.tokens_NxT))
-  np.testing.assert_allclose(np.asarray(summed.logps_NxT), np.asarray(dot.logps_NxT), atol=1e-5)
 
 
 @pytest.fixture

@@ -36,12 +36,6 @@ FLATTEN_MATMULS = True
 # docs/performance.md). Training shapes keep two GEMMs (fusing them there measured no gain).
 FUSE_GATE_UP_DECODE = True
 
-# Decode attention scores on these backends as a broadcast multiply + sum over Dh (one loop
-# fusion that streams each cached key once) instead of a (row, kv head)-batched dot whose
-# matrices have only G rows: the decode steps' q·kᵀ went from 7.5 to 4.7 ms per step on the
-# small benchmark model (docs/performance.md). Accelerators keep the dot; () = the dot always.
-DECODE_SCORES_AS_SUM = ("cpu",)
-
 
 def flat_matmul(fn, x_BxLxD: jax.Array) -> jax.Array:
   """fn applied to x reshaped to (B·L, D), the result reshaped back to (B, L, F)."""
@@ -137,13 +131,7 @@ def attend_cached(q_BxLxHxDh, k_BxHkxDhxS, v_BxHkxSxDh, mask_BxLxS, scale: float
   l = "l" if L > 1 else ""  # noqa: E741  (the einsum letter of the query axis, or none)
   q = q_BxLxHxDh.reshape(B, *([L] if l else []), Hk, H // Hk, Dh)
   mask = mask_BxLxS[:, None, None] if l else mask_BxLxS[:, None]  # against (B, Hk, G, [L,] S)
-  if not l and jax.default_backend() in DECODE_SCORES_AS_SUM:
-    # (B, Hk, G, Dh, 1) * (B, Hk, 1, Dh, S) summed over Dh, in float32 (as a dot accumulates).
-    f32 = jnp.float32
-    scores = jnp.sum(q.astype(f32)[..., None] * k_BxHkxDhxS.astype(f32)[:, :, None], axis=3)
-    scores = scores * scale
-  else:
-    scores = jnp.einsum(f"b{l}kgd,bkds->bkg{l}s", q, k_BxHkxDhxS) * scale
+  scores = jnp.einsum(f"b{l}kgd,bkds->bkg{l}s", q, k_BxHkxDhxS) * scale
   probs = _attention_weights(scores, mask, v_BxHkxSxDh.dtype)
   out = jnp.einsum(f"bkg{l}s,bksd->b{l}kgd", probs, v_BxHkxSxDh)
   return out.reshape(B, L, H, Dh)
