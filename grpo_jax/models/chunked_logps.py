@@ -18,15 +18,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_tokens
+from grpo_jax.models.logprobs import final_hidden, scored_window
 
 
 def hidden_and_unembedding(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL):
   """(final-norm hidden states h_BxLxD, unembedding W_VxD as rows) of the padded batch."""
-  model = nnx.merge(graphdef, params)
-  h_BxLxD, _ = model(
-    real_tokens(tokens_BxL, mask_BxL), positions_from_mask(mask_BxL), causal_mask(mask_BxL)
-  )
+  model, h_BxLxD = final_hidden(graphdef, params, tokens_BxL, mask_BxL)
   if model.lm_head is None:
     return h_BxLxD, model.embed_tokens.embedding[...], model.embed_tokens.dtype
   return h_BxLxD, model.lm_head.kernel[...].T, model.lm_head.dtype
@@ -44,17 +41,14 @@ def chunked_token_logps(
 ):
   """``token_logps`` computed ``vocab_chunk`` vocabulary entries at a time (see module doc);
   ``start`` as there (only positions start … L−1 are unembedded and returned)."""
-  if not 0 <= start < tokens_BxL.shape[1]:
-    raise ValueError(f"start must lie in [0, {tokens_BxL.shape[1]}), got {start}")
+  first, targets_BxL1, place = scored_window(tokens_BxL, mask_BxL, start)
   h_BxLxD, w_VxD, dtype = hidden_and_unembedding(graphdef, params, tokens_BxL, mask_BxL)
-  first = max(start, 1)
   h_BxLxD = h_BxLxD[:, first - 1 : -1]
   V, D = w_VxD.shape
   C = min(int(vocab_chunk), V)
   K = -(-V // C)
   # Pad the vocabulary to K·C rows; padded columns get logit −inf (weight 0 in every sum).
   w_KxCxD = jnp.pad(w_VxD, ((0, K * C - V), (0, 0))).reshape(K, C, D)
-  targets_BxL1 = tokens_BxL[:, first:].astype(jnp.int32)
   B, L1 = targets_BxL1.shape
 
   @jax.checkpoint
@@ -78,9 +72,6 @@ def chunked_token_logps(
   init = (jnp.full((B, L1), -jnp.inf, jnp.float32), zeros, zeros, zeros)
   (m, s, u, picked), _ = jax.lax.scan(body, init, (w_KxCxD, jnp.arange(K)))
   lse_BxL1 = m + jnp.log(s)
-  keep_BxL = mask_BxL[:, start:].astype(bool)
-  lead = lambda x_BxL1: x_BxL1 if start else jnp.pad(x_BxL1, ((0, 0), (1, 0)))  # 0 at t = 0
-  logps_BxL = jnp.where(keep_BxL, lead(picked - lse_BxL1), 0.0)
   if not with_entropy:
-    return logps_BxL
-  return logps_BxL, jnp.where(keep_BxL, lead(lse_BxL1 - u / s), 0.0)
+    return place(picked - lse_BxL1)
+  return place(picked - lse_BxL1), place(lse_BxL1 - u / s)

@@ -15,6 +15,35 @@ def logps_from_logits(logits_NxV: jax.Array, temperature: float) -> jax.Array:
   return jax.nn.log_softmax(logits_NxV.astype(jnp.float32) / temperature, axis=-1)
 
 
+def final_hidden(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL):
+  """(the merged model, its final-norm hidden states h_BxLxD) over a padded batch."""
+  model = nnx.merge(graphdef, params)
+  h_BxLxD, _ = model(
+    real_tokens(tokens_BxL, mask_BxL), positions_from_mask(mask_BxL), causal_mask(mask_BxL)
+  )
+  return model, h_BxLxD
+
+
+def scored_window(tokens_BxL: jax.Array, mask_BxL: jax.Array, start: int):
+  """The positions start … L−1 that a ``token_logps(..., start=)`` result covers.
+
+  Returns ``first`` = max(start, 1), the first position with a prediction to score (hidden
+  states first−1 … L−2 predict it and the rest); targets_BxT = tokens[:, first:]; and ``place``,
+  which turns per-prediction values (B × (L − first)) into the result: 0 prepended for
+  position 0 when start = 0, 0 at padding.
+  """
+  if not 0 <= start < tokens_BxL.shape[1]:
+    raise ValueError(f"start must lie in [0, {tokens_BxL.shape[1]}), got {start}")
+  first = max(start, 1)
+  keep_BxT = mask_BxL[:, start:].astype(bool)
+  lead = lambda x: x if start else jnp.pad(x, ((0, 0), (1, 0)))  # position 0 scores 0
+
+  def place(values):
+    return jnp.where(keep_BxT, lead(values), 0.0)
+
+  return first, tokens_BxL[:, first:].astype(jnp.int32), place
+
+
 def token_logps(
   graphdef: nnx.GraphDef,
   params: dict,
@@ -35,20 +64,11 @@ def token_logps(
   """
   if isinstance(temperature, (int, float)) and temperature <= 0:
     raise ValueError(f"token_logps needs temperature > 0, got {temperature}")
-  if not 0 <= start < tokens_BxL.shape[1]:
-    raise ValueError(f"start must lie in [0, {tokens_BxL.shape[1]}), got {start}")
-  model = nnx.merge(graphdef, params)
-  h_BxLxD, _ = model(
-    real_tokens(tokens_BxL, mask_BxL), positions_from_mask(mask_BxL), causal_mask(mask_BxL)
-  )
-  first = max(start, 1)  # first position with a prediction to score
+  first, targets_BxT, place = scored_window(tokens_BxL, mask_BxL, start)  # checks start first
+  model, h_BxLxD = final_hidden(graphdef, params, tokens_BxL, mask_BxL)
   logp_all_BxTxV = logps_from_logits(model.logits(h_BxLxD[:, first - 1 : -1]), temperature)
-  targets_BxT = tokens_BxL[:, first:].astype(jnp.int32)
   picked_BxT = jnp.take_along_axis(logp_all_BxTxV, targets_BxT[..., None], axis=-1)[..., 0]
-  keep_BxT = mask_BxL[:, start:].astype(bool)
-  lead = lambda x_BxT: x_BxT if start else jnp.pad(x_BxT, ((0, 0), (1, 0)))  # 0 at t = 0
-  logps_BxT = jnp.where(keep_BxT, lead(picked_BxT), 0.0)
   if not with_entropy:
-    return logps_BxT
+    return place(picked_BxT)
   entropy_BxT = -jnp.sum(jnp.exp(logp_all_BxTxV) * logp_all_BxTxV, axis=-1)
-  return logps_BxT, jnp.where(keep_BxT, lead(entropy_BxT), 0.0)
+  return place(picked_BxT), place(entropy_BxT)
