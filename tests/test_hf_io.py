@@ -4,7 +4,9 @@ the bad tensor, and loading streams (peak host memory near the largest tensor)."
 
 import dataclasses
 import json
-import tracemalloc
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -107,7 +109,18 @@ def test_misshaped_tensor_is_named(saved, tmp_path):
     models.load_hf(str(tmp_path / "ckpt"))
 
 
+_MEASURE = """
+import sys, tracemalloc
+from grpo_jax import models
+models.load_hf(sys.argv[1])  # compiles the per-shape converters
+tracemalloc.start()
+models.load_hf(sys.argv[1])
+print(tracemalloc.get_traced_memory()[1])
+"""
+
+
 def test_loading_streams_tensor_by_tensor(tmp_path):
+  """Measured in a fresh process: threads left by earlier tests would count in its peak."""
   cfg = models.ModelConfig(
     vocab_size=4096,
     hidden_dim=256,
@@ -122,17 +135,19 @@ def test_loading_streams_tensor_by_tensor(tmp_path):
   models.save_hf(models.HFModel(graphdef, params, cfg), tmp_path)
   sizes = [x.nbytes for x in jax.tree.leaves(params)]
   largest, total = max(sizes), sum(sizes)
-  models.load_hf(str(tmp_path))  # compiles the per-shape converters
-  tracemalloc.start()
-  loaded = models.load_hf(str(tmp_path))
-  _, peak = tracemalloc.get_traced_memory()
-  tracemalloc.stop()
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+  proc = subprocess.run(
+    [sys.executable, "-c", _MEASURE, str(tmp_path)], env=env, capture_output=True, text=True
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  peak = int(proc.stdout.split()[-1])
   print(
     f"load_hf host peak {peak / 2**20:.2f} MiB; largest tensor {largest / 2**20:.2f} MiB; "
     f"model {total / 2**20:.2f} MiB"
   )
   assert total > 5 * largest
   assert peak < 1.5 * largest, (peak, largest)
+  loaded = models.load_hf(str(tmp_path))
   np.testing.assert_array_equal(
     np.asarray(loaded.params["lm_head"]["kernel"]), np.asarray(params["lm_head"]["kernel"])
   )

@@ -149,7 +149,9 @@ def load_hf(
       )
     target = sharding_of.get(kp)
     raw = jax.device_put(reader.read(name), _source_sharding(target, transposed))
-    return _converter(transposed, str(leaf.dtype), target)(raw)
+    # Waiting here keeps one host buffer alive at a time: with asynchronous dispatch a busy
+    # host would otherwise read ahead and hold many tensors' bytes at once.
+    return _converter(transposed, str(leaf.dtype), target)(raw).block_until_ready()
 
   params = jax.tree_util.tree_map_with_path(load_one, abstract)
   tok = None
