@@ -39,6 +39,7 @@ def machine() -> dict:
     "cpu": platform.processor() or platform.machine(),
     "jax": jax.__version__,
     "backend": jax.default_backend(),
+    "devices": len(jax.devices()),
   }
 
 
@@ -103,14 +104,13 @@ def set_torch_threads(n: int) -> int:
   return torch.get_num_threads()
 
 
-def set_cpu_devices(n: int) -> int:
+def set_cpu_devices(n: int) -> None:
   """Exposes ``n`` CPU devices (``jax_num_cpu_devices``; before anything starts jax's backend),
   so that a mesh over them runs each device's share of the rows on its own core; 0 keeps
-  jax's default of one CPU device that parallelises inside each op. Returns the device count
-  (on an accelerator, that of the accelerator)."""
+  jax's default of one CPU device that parallelises inside each op. ``machine()`` reports the
+  resulting device count (on an accelerator, that of the accelerator)."""
   if n > 0:
     jax.config.update("jax_num_cpu_devices", n)
-  return len(jax.devices())
 
 
 def mesh():

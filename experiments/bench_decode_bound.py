@@ -20,7 +20,7 @@ script measures both in isolation, in the same process, next to the machine's ma
   the shapes of the tiny model's update (64 rows x 96 tokens = 6,144 positions, width 128).
 
   python experiments/bench_decode_bound.py                    # tiny + small, B 64, ~1 min
-  python experiments/bench_decode_bound.py --batch 32 --cpu_devices 2
+  python experiments/bench_decode_bound.py --sizes small --batch 32
 
 ``docs/performance.md`` compares these bounds with the measured sampler and ``generate``.
 """
@@ -107,12 +107,11 @@ def main():
   ap.add_argument("--batch", type=int, default=64)
   ap.add_argument("--prompt_len", type=int, default=32)
   ap.add_argument("--new_tokens", type=int, default=128)
-  ap.add_argument("--cpu_devices", type=int, default=0, help="0 = jax's default (one)")
   ap.add_argument("--gemms", default="6144x128x384,6144x384x128,6144x128x128,128x6144x384")
   ap.add_argument("--json", default="")
   args = ap.parse_args()
 
-  info = {"devices": bc.set_cpu_devices(args.cpu_devices), **bc.machine()}
+  info = bc.machine()
   info["ceiling"] = bc.matmul_ceiling()
   info["read_gb_s"] = read_bandwidth_gb_s()
   print(json.dumps(info), flush=True)

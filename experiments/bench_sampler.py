@@ -166,9 +166,8 @@ def main():
   ap.add_argument("--json", default="", help="write all results to this file")
   args = ap.parse_args()
 
-  devices = bc.set_cpu_devices(args.cpu_devices)
+  bc.set_cpu_devices(args.cpu_devices)
   info = bc.machine()
-  info["devices"] = devices
   info["torch_threads"] = bc.set_torch_threads(args.torch_threads)
   info["ceiling"] = bc.matmul_ceiling()
   info["torch_matmul_gflops"] = bc.torch_matmul_gflops()

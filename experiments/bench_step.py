@@ -317,10 +317,9 @@ def main():
   ap.add_argument("--json", default="")
   args = ap.parse_args()
 
-  devices = bc.set_cpu_devices(args.cpu_devices)
+  bc.set_cpu_devices(args.cpu_devices)
   counter = bc.CompileCounter()
   info = bc.machine()
-  info["devices"] = devices
   info["torch_threads"] = bc.set_torch_threads(args.torch_threads)
   info["ceiling"] = bc.matmul_ceiling()
   print(json.dumps(info), flush=True)
