@@ -137,7 +137,8 @@ def main():
     })  # fmt: skip
     print(json.dumps(rows[-1]), flush=True)
   print(f"\nceiling {info['ceiling']['gflops']:.1f} GFLOP/s, read {info['read_gb_s']:.1f} GB/s")
-  print(bc.fmt_table(rows, list(rows[0])))
+  if rows:
+    print(bc.fmt_table(rows, list(rows[0])))
   gemms = [gemm_rate(*map(int, g.split("x"))) for g in filter(None, args.gemms.split(","))]
   if gemms:
     print()
