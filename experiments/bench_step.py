@@ -16,7 +16,7 @@ trainer's step callbacks, best of all steps (torch compiles nothing). MFU = the 
 (3 × forward: projections, attention over the causal context and the unembedding of the
 completion positions) / time / the matmul ceiling measured first in the same run.
 
-  python experiments/bench_step.py                    # tiny + small, ours + TRL, ~5 min
+  python experiments/bench_step.py                    # tiny + small, ours + TRL twice, ~8 min
   python experiments/bench_step.py --sizes small --steps 5 --trl_steps 4
   python experiments/bench_step.py --growth_sizes tiny,small   # update time vs T and G
 """
