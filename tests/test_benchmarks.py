@@ -1,0 +1,82 @@
+"""The benchmark scripts run end to end at toy sizes and report what docs/performance.md reads.
+
+Each script runs in a subprocess on the "tiny" checkpoint (written by transformers into a
+temporary ``GRPO_BENCH_DIR``), with its JSON output checked: no recompilation after the first
+RL step, every update variant and table present, the sampler's tokens counted. No time is
+asserted; TRL is skipped (``--trl_steps 0``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+def run_bench(script: str, args: list[str], tmp_path) -> dict:
+  out = tmp_path / "out.json"
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
+  # Without the tests' 8 simulated devices: the scripts run as typed on one.
+  flags = env.get("XLA_FLAGS", "").split()
+  env["XLA_FLAGS"] = " ".join(f for f in flags if "force_host_platform_device_count" not in f)
+  proc = subprocess.run(
+    [sys.executable, str(ROOT / "experiments" / script), *args, "--json", str(out)],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(out.read_text())
+
+
+def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
+  res = run_bench(
+    "bench_step.py",
+    ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "3",
+     "--trl_steps", "0", "--micro_batch_size", "4", "--growth_sizes", "", "--ab_micro", "tiny",
+     "--ab_reps", "1"],
+    tmp_path,
+  )  # fmt: skip
+  (row,) = res["step"]
+  assert row["compiles_by_step"][0] > 0 and row["compiles_by_step"][1:] == [0, 0]
+  for key in ("step_s", "sampling_s", "update_s", "logprobs_s", "checkpoint_s"):
+    assert row[key] > 0, key
+  assert 0 < row["update_mfu_pct"] < 100
+  assert "ratio_vs_trl" not in row  # TRL skipped, nothing made up
+  (ab,) = res["ab"]
+  assert ab["speedup"] == pytest.approx(ab["whole_update_s"] / ab["micro_update_s"])
+
+
+def test_bench_sampler_counts_every_token(tmp_path):
+  res = run_bench(
+    "bench_sampler.py",
+    ["--sizes", "tiny", "--batches", "4", "--new_tokens", "16", "--reps", "1",
+     "--growth_sizes", "tiny", "--growth_batch", "2", "--growth_max", "128"],
+    tmp_path,
+  )  # fmt: skip
+  (row,) = res["compare"]
+  assert (row["B"], row["T"]) == (4, 16)
+  assert row["ratio"] == pytest.approx(row["ours_tok_s"] / row["hf_tok_s"])
+  (grow,) = res["growth"]
+  assert grow["T"] == 128 and grow["step_cost_vs_T128"] == 1.0
+
+
+def test_bench_decode_bound_bounds_and_gemms(tmp_path):
+  res = run_bench(
+    "bench_decode_bound.py", ["--sizes", "tiny", "--batch", "8", "--gemms", "64x32x16"], tmp_path
+  )
+  (row,) = res["bounds"]
+  # Adding the KV read and the prefill can only lower the GEMMs-only bound.
+  assert 0 < row["sampler_tok_s_bound"] < row["gemm_chain_tok_s_bound"]
+  (gemm,) = res["gemms"]
+  assert gemm["gemm"] == "64x32x16" and gemm["gflops"] > 0
