@@ -128,10 +128,18 @@ def compare(name: str, batches, prompt_len: int, new_tokens: int, reps: int, cei
   return rows
 
 
-def growth(name: str, batch: int, prompt_len: int, max_new: int, reps: int):
+def growth(name: str, batch: int, prompt_len: int, max_new: int, reps: int, with_hf: bool):
   """Our sampling time vs T, T = 128, 256, … max_new, one compile per T: with the growing
-  cache (the default) and with one static P + T cache (``first_bucket=0``), interleaved."""
-  ours = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
+  cache (the default) and with one static P + T cache (``first_bucket=0``), interleaved; with
+  ``with_hf``, ``generate``'s time for the same work after them (its KV cache grows by one
+  slot per step), for reference on how any KV-cache sampler's step cost grows."""
+  path = bc.checkpoint(name)
+  ours = models.load_hf(str(path), dtype="float32")
+  if with_hf:
+    import torch
+    import transformers
+
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
   prompts = bc.random_prompts(batch, prompt_len, bc.SIZES[name]["vocab"])
   rows, T = [], 128
   while T <= max_new:
@@ -142,11 +150,16 @@ def growth(name: str, batch: int, prompt_len: int, max_new: int, reps: int):
       "model": name, "B": batch, "T": T, "seconds": t, "ms_per_step": 1e3 * t / T,
       "seconds_one_cache": t_static, "ms_per_step_one_cache": 1e3 * t_static / T,
     })  # fmt: skip
+    if with_hf:
+      t_hf = bc.best_of(hf_runner(hf, prompts, T), reps)
+      rows[-1].update(hf_seconds=t_hf, hf_ms_per_step=1e3 * t_hf / T)
     T *= 2
-  base = rows[0]["ms_per_step"]
+  first = rows[0]
   for r in rows:
-    r["step_cost_vs_T128"] = r["ms_per_step"] / base
-    r["one_cache_step_cost_vs_T128"] = r["ms_per_step_one_cache"] / rows[0]["ms_per_step_one_cache"]
+    r["step_cost_vs_T128"] = r["ms_per_step"] / first["ms_per_step"]
+    r["one_cache_step_cost_vs_T128"] = r["ms_per_step_one_cache"] / first["ms_per_step_one_cache"]
+    if with_hf:
+      r["hf_step_cost_vs_T128"] = r["hf_ms_per_step"] / first["hf_ms_per_step"]
     print(json.dumps(r), flush=True)
   return rows
 
@@ -161,6 +174,9 @@ def main():
   ap.add_argument("--growth_sizes", default="tiny", help="'' to skip the growth table")
   ap.add_argument("--growth_batch", type=int, default=16)
   ap.add_argument("--growth_max", type=int, default=1024)
+  ap.add_argument(
+    "--growth_hf", type=int, default=1, help="1: time generate in the growth table too"
+  )
   ap.add_argument("--torch_threads", type=int, default=1, help="0 = torch's default")
   ap.add_argument("--cpu_devices", type=int, default=0, help="0 = jax's default (one)")
   ap.add_argument("--json", default="", help="write all results to this file")
@@ -179,14 +195,17 @@ def main():
     rows += compare(name, batches, args.prompt_len, args.new_tokens, args.reps, ceiling)
   grow = []
   for name in filter(None, args.growth_sizes.split(",")):
-    grow += growth(name, args.growth_batch, args.prompt_len, args.growth_max, max(1, args.reps - 1))
+    reps = max(1, args.reps - 1)
+    grow += growth(name, args.growth_batch, args.prompt_len, args.growth_max, reps, args.growth_hf)
   info["ceiling_end"] = bc.matmul_ceiling(sizes=(1024,))
   cols = ["model", "B", "T", "hf_tok_s", "ours_tok_s", "ratio", "hf_pct_ceiling"]
   print(f"\nceiling {ceiling:.1f} GFLOP/s (end of run: {info['ceiling_end']['gflops']:.1f})")
   print(bc.fmt_table(rows, cols + ["ours_pct_ceiling", "ours_first_call_s"]))
   if grow:
     print()
-    print(bc.fmt_table(grow, ["model", "B", "T", "seconds", "ms_per_step", "step_cost_vs_T128"]))
+    cols = ["model", "B", "T", "seconds", "ms_per_step", "step_cost_vs_T128"]
+    hf_cols = ["hf_seconds", "hf_ms_per_step", "hf_step_cost_vs_T128"]
+    print(bc.fmt_table(grow, cols + (hf_cols if args.growth_hf else [])))
   if args.json:
     with open(args.json, "w") as f:
       json.dump({"machine": info, "compare": rows, "growth": grow}, f, indent=2)

@@ -68,7 +68,8 @@ def test_bench_sampler_counts_every_token(tmp_path):
   assert (row["B"], row["T"]) == (4, 16)
   assert row["ratio"] == pytest.approx(row["ours_tok_s"] / row["hf_tok_s"])
   (grow,) = res["growth"]
-  assert grow["T"] == 128 and grow["step_cost_vs_T128"] == 1.0
+  assert grow["T"] == 128 and grow["step_cost_vs_T128"] == grow["hf_step_cost_vs_T128"] == 1.0
+  assert grow["hf_ms_per_step"] == pytest.approx(1e3 * grow["hf_seconds"] / 128)
 
 
 def test_bench_decode_bound_bounds_and_gemms(tmp_path):
