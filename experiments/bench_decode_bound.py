@@ -18,6 +18,11 @@ script measures both in isolation, in the same process, next to the machine's ma
 
 * ``--gemms``: standalone rates of single GEMMs (M x K x N, operands hot in cache), by default
   the shapes of the tiny model's update (64 rows x 96 tokens = 6,144 positions, width 128).
+* ``--attention_slots``: the decode attention alone (the library's ``attend_cached``: q·kᵀ,
+  softmax, p·v, one distinct cache per layer) over S slots, per step of all layers, and the
+  rate at which it reads its keys and values; its rows split over the library's mesh, so that
+  ``--cpu_devices 2`` runs each core's half on that core (the other measurements run on one
+  device whatever the count).
 
   python experiments/bench_decode_bound.py                    # tiny + small, B 64, ~1 min
   python experiments/bench_decode_bound.py --sizes small --batch 32
@@ -33,6 +38,9 @@ import json
 import bench_common as bc
 import jax
 import jax.numpy as jnp
+
+from grpo_jax import sharding as shard_lib
+from grpo_jax.models.layers import attend_cached
 
 
 def layer_shapes(name: str) -> list[tuple[int, int]]:
@@ -77,6 +85,39 @@ def gemm_chain_step_s(name: str, batch: int, steps: int = 32, reps: int = 5) -> 
   return bc.best_of(run, reps) / steps
 
 
+def attention_step(name: str, batch: int, slots: int, steps: int = 50, reps: int = 5) -> dict:
+  """Seconds per decode step of every layer's cached attention over ``slots`` slots, alone."""
+  s = bc.SIZES[name]
+  H, Hk, Dh = s["heads"], s["kv_heads"], s["hidden"] // s["heads"]
+  key = jax.random.key(0)
+  normal = lambda i, shape: jax.random.normal(jax.random.fold_in(key, i), shape)
+  rows = shard_lib.batch_sharding(bc.mesh())  # the sampler's layout: rows over the devices
+  kv = [
+    (normal(2 * l, (batch, Hk, Dh, slots)), normal(2 * l + 1, (batch, Hk, slots, Dh)))
+    for l in range(s["layers"])
+  ]
+  kv = jax.device_put(kv, rows)
+  mask_Bx1xS = jax.device_put(jnp.ones((batch, 1, slots), bool), rows)
+
+  @jax.jit
+  def loop(q_Bx1xHxDh, kv):
+    def body(_, q):
+      for k, v in kv:  # each layer's output feeds the next query, as in the model
+        q = q + attend_cached(q, k, v, mask_Bx1xS, Dh**-0.5)
+      return q
+
+    return jax.lax.fori_loop(0, steps, body, q_Bx1xHxDh)
+
+  q = jax.device_put(normal(999, (batch, 1, H, Dh)), rows)
+  run = lambda: jax.block_until_ready(loop(q, kv))
+  run()
+  t = bc.best_of(run, reps) / steps
+  kv_mb = 4 * s["layers"] * 2 * batch * Hk * Dh * slots / 1e6
+  row = {"model": name, "B": batch, "slots": slots, "devices": jax.device_count()}
+  row.update(ms_per_step=1e3 * t, kv_mb=kv_mb)
+  return {**row, "read_gb_s": kv_mb / 1e3 / t}
+
+
 def read_bandwidth_gb_s(mib: int = 256, reps: int = 5) -> float:
   x = jnp.ones((mib * 2**20 // 4 // 1024, 1024), jnp.float32)
   f = jax.jit(lambda x: jnp.sum(x, axis=0))
@@ -108,9 +149,14 @@ def main():
   ap.add_argument("--prompt_len", type=int, default=32)
   ap.add_argument("--new_tokens", type=int, default=128)
   ap.add_argument("--gemms", default="6144x128x384,6144x384x128,6144x128x128,128x6144x384")
+  ap.add_argument("--attention_slots", default="", help="e.g. 96,160,544,1056; '' skips")
+  ap.add_argument(
+    "--cpu_devices", type=int, default=0, help="CPU devices for --attention_slots (0 = one)"
+  )
   ap.add_argument("--json", default="")
   args = ap.parse_args()
 
+  bc.set_cpu_devices(args.cpu_devices)
   info = bc.machine()
   info["ceiling"] = bc.matmul_ceiling()
   info["read_gb_s"] = read_bandwidth_gb_s()
@@ -143,9 +189,18 @@ def main():
   if gemms:
     print()
     print(bc.fmt_table(gemms, ["gemm", "ms", "gflops"]))
+  attention = [
+    attention_step(name, B, int(S))
+    for name in filter(None, args.sizes.split(","))
+    for S in filter(None, args.attention_slots.split(","))
+  ]
+  if attention:
+    print()
+    print(bc.fmt_table(attention, list(attention[0])))
   if args.json:
+    out = {"machine": info, "bounds": rows, "gemms": gemms, "attention": attention}
     with open(args.json, "w") as f:
-      json.dump({"machine": info, "bounds": rows, "gemms": gemms}, f, indent=2)
+      json.dump(out, f, indent=2)
 
 
 if __name__ == "__main__":

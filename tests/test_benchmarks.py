@@ -74,10 +74,17 @@ def test_bench_sampler_counts_every_token(tmp_path):
 
 def test_bench_decode_bound_bounds_and_gemms(tmp_path):
   res = run_bench(
-    "bench_decode_bound.py", ["--sizes", "tiny", "--batch", "8", "--gemms", "64x32x16"], tmp_path
-  )
+    "bench_decode_bound.py",
+    ["--sizes", "tiny", "--batch", "8", "--gemms", "64x32x16", "--attention_slots", "32",
+     "--cpu_devices", "2"],
+    tmp_path,
+  )  # fmt: skip
   (row,) = res["bounds"]
   # Adding the KV read and the prefill can only lower the GEMMs-only bound.
   assert 0 < row["sampler_tok_s_bound"] < row["gemm_chain_tok_s_bound"]
   (gemm,) = res["gemms"]
   assert gemm["gemm"] == "64x32x16" and gemm["gflops"] > 0
+  (att,) = res["attention"]
+  assert (att["slots"], att["devices"]) == (32, 2)
+  # 4 layers × K and V × 8 rows × 2 KV heads × 32 dims × 32 slots × 4 bytes.
+  assert att["kv_mb"] == pytest.approx(4 * 2 * 8 * 2 * 32 * 32 * 4 / 1e6)
