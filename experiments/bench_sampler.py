@@ -7,7 +7,8 @@ T``). Each configuration is timed interleaved (HF, ours, HF, ours …), best of 
 one warm-up call each (``generate``: 4 tokens; our compile is reported separately). Reports
 generated tokens/s (B·T / time) for both, the ratio, and the share of the matmul ceiling
 measured first in the same run. Then the growth table: our time vs T (128 → 1024) at fixed
-B — linear in T means the per-token cost does not grow with the cache.
+B, and ``generate``'s (``--growth_hf``) — linear in T means the per-token cost does not grow
+with the cache.
 
   python experiments/bench_sampler.py                      # tiny+small, B 16/64, ~4 min
   python experiments/bench_sampler.py --sizes small --batches 64 --reps 5
@@ -200,7 +201,8 @@ def main():
   info["ceiling_end"] = bc.matmul_ceiling(sizes=(1024,))
   cols = ["model", "B", "T", "hf_tok_s", "ours_tok_s", "ratio", "hf_pct_ceiling"]
   print(f"\nceiling {ceiling:.1f} GFLOP/s (end of run: {info['ceiling_end']['gflops']:.1f})")
-  print(bc.fmt_table(rows, cols + ["ours_pct_ceiling", "ours_first_call_s"]))
+  if rows:
+    print(bc.fmt_table(rows, cols + ["ours_pct_ceiling", "ours_first_call_s"]))
   if grow:
     print()
     cols = ["model", "B", "T", "seconds", "ms_per_step", "step_cost_vs_T128"]
