@@ -185,10 +185,11 @@ def trl(name: str, B: int, G: int, P: int, T: int, steps: int, micro: int = 0) -
     def on_step_end(self, args, state, control, **kw):
       times.append(time.perf_counter() - self.t0)
 
+  rows_per_pass = micro or B * G
   args = GRPOConfig(
     output_dir=tempfile.mkdtemp(prefix="bench_trl_"),
-    per_device_train_batch_size=micro or B * G,
-    gradient_accumulation_steps=B * G // (micro or B * G),
+    per_device_train_batch_size=rows_per_pass,
+    gradient_accumulation_steps=B * G // rows_per_pass,
     num_generations=G,
     max_completion_length=T,
     generation_kwargs={"min_new_tokens": T},  # no early stop, as ours
@@ -346,10 +347,10 @@ def main():
   print(json.dumps(info), flush=True)
   ceiling = info["ceiling"]["gflops"]
   B, G, P, T = args.prompts, args.group, args.prompt_len, args.new_tokens
-  trl_micros = args.trl_micro_batch_sizes.split(",")
+  micro, trl_micros = args.micro_batch_size, args.trl_micro_batch_sizes.split(",")
   rows = []
   for name in filter(None, args.sizes.split(",")):
-    row = ours(name, B, G, P, T, args.steps, ceiling, counter, args.micro_batch_size)
+    row = ours(name, B, G, P, T, args.steps, ceiling, counter, micro)
     if args.trl_steps:
       try:
         runs = [trl(name, B, G, P, T, args.trl_steps, int(m)) for m in trl_micros]
@@ -361,7 +362,6 @@ def main():
         row.update(fastest, trl_runs=runs, ratio_vs_trl=fastest["trl_step_s"] / row["step_s"])
     rows.append(row)
     print(json.dumps(row), flush=True)
-  micro = args.micro_batch_size
   ab = [
     ab_update(n, B, G, P, T, args.ab_reps, ceiling, {"plain": (False, 0), "flat": (True, 0)})
     for n in filter(None, args.ab.split(","))
