@@ -1,4 +1,4 @@
-"""How fast can a decode step of the benchmark models be on this machine? Two measured bounds.
+"""How fast can a decode step, an update and an RL step of the benchmark models be here? Bounds.
 
 A decode step of B rows must (1) run the model's matmuls at M = B rows — every projection, the
 MLP and the unembedding — and (2) read every weight and every cached key and value once. This
@@ -16,16 +16,31 @@ script measures both in isolation, in the same process, next to the machine's ma
   ``bench_sampler.py`` could reach if attention cost only its cache read and nothing else
   (norms, RoPE, softmax, the draw) cost anything.
 
+* ``update_gemm_chain``: the update's GEMMs alone — ``jax.grad`` of every projection and of
+  the completion positions' unembedding at the update's shapes (N rows × P + T positions,
+  distinct weights per layer), accumulated over chunks of ``--micro_batch_size`` rows with the
+  library's ``train.microbatch.accumulate_grads``; no attention, norms, RoPE, SiLU or optimizer.
+  A lower bound on any update built on XLA:CPU's GEMMs at these shapes.
+* ``rl_step_bound``: one RL step of ``bench_step.py`` (N = prompts × group rows, P prompt and T
+  new tokens) at best: T decode steps of the GEMM chain at N rows, each reading the KV cache
+  once, the prefill at the ceiling, and the update's GEMM chain. ``bench_step.py --bound``
+  measures it in the same run as TRL's step, so the best ratio this machine allows sits next to
+  the measured one.
+
+The two GEMM chains split their rows over the library's mesh, so with ``--cpu_devices 2`` each
+core runs its half, as the sampler and the update do with one device per core.
+
 * ``--gemms``: standalone rates of single GEMMs (M x K x N, operands hot in cache), by default
   the shapes of the tiny model's update (64 rows x 96 tokens = 6,144 positions, width 128).
 * ``--attention_slots``: the decode attention alone (the library's ``attend_cached``: q·kᵀ,
   softmax, p·v, one distinct cache per layer) over S slots, per step of all layers, and the
   rate at which it reads its keys and values; its rows split over the library's mesh, so that
-  ``--cpu_devices 2`` runs each core's half on that core (the other measurements run on one
+  ``--cpu_devices 2`` runs each core's half on that core (the standalone GEMMs run on one
   device whatever the count).
 
   python experiments/bench_decode_bound.py                    # tiny + small, B 64, ~1 min
   python experiments/bench_decode_bound.py --sizes small --batch 32
+  python experiments/bench_decode_bound.py --cpu_devices 2 --gemms ""   # one device per core
 
 ``docs/performance.md`` compares these bounds with the measured sampler and ``generate``.
 """
@@ -41,6 +56,7 @@ import jax.numpy as jnp
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.layers import attend_cached
+from grpo_jax.train import microbatch
 
 
 def layer_shapes(name: str) -> list[tuple[int, int]]:
@@ -51,24 +67,39 @@ def layer_shapes(name: str) -> list[tuple[int, int]]:
   return [(D, H * Dh), (D, Hk * Dh), (D, Hk * Dh), (H * Dh, D), (D, 2 * F), (F, D)]
 
 
-def gemm_chain_step_s(name: str, batch: int, steps: int = 32, reps: int = 5) -> float:
-  """Seconds per decode step of the model's GEMMs alone (distinct weights per layer)."""
+def _weights(name: str, shapes: list[tuple[int, int]]) -> dict:
+  """Random fp32 GEMM weights of every layer (``shapes`` each) and the unembedding, replicated
+  over the library's mesh."""
   s = bc.SIZES[name]
   key = jax.random.key(0)
   normal = lambda i, shape: 0.02 * jax.random.normal(jax.random.fold_in(key, i), shape)
-  shapes = layer_shapes(name)
-  weights = [[normal(16 * l + i, shp) for i, shp in enumerate(shapes)] for l in range(s["layers"])]
-  unembed = normal(9999, (s["hidden"], s["vocab"]))
-  D, F = s["hidden"], s["mlp"]
+  ws = {
+    "layers": [[normal(16 * l + i, x) for i, x in enumerate(shapes)] for l in range(s["layers"])],
+    "unembed": normal(9999, (s["hidden"], s["vocab"])),
+  }
+  return jax.device_put(ws, shard_lib.replicated(bc.mesh()))
+
+
+def _rows(x):
+  """``x`` with its rows split over the library's mesh (the sampler's and update's layout)."""
+  return jax.device_put(x, shard_lib.batch_sharding(bc.mesh()))
+
+
+def gemm_chain_step_s(name: str, batch: int, steps: int = 32, reps: int = 5) -> float:
+  """Seconds per decode step of the model's GEMMs alone (distinct weights per layer)."""
+  D, F = bc.SIZES[name]["hidden"], bc.SIZES[name]["mlp"]
+  ws = _weights(name, layer_shapes(name))
 
   def step(x_BxD, ws):
-    for wq, wk, wv, wo, wgu, wd in ws:
+    for wq, wk, wv, wo, wgu, wd in ws["layers"]:
       q, k, v = x_BxD @ wq, x_BxD @ wk, x_BxD @ wv
-      # k and v feed the carry (a negligible sum), so XLA cannot drop their GEMMs.
-      x_BxD = x_BxD + q[:, :D] @ wo + (jnp.sum(k) + jnp.sum(v)) * 1e-30
+      # k and v feed the carry (a negligible per-row sum: no traffic between devices), so
+      # XLA cannot drop their GEMMs.
+      kv_Bx1 = jnp.sum(k, axis=1, keepdims=True) + jnp.sum(v, axis=1, keepdims=True)
+      x_BxD = x_BxD + q[:, :D] @ wo + kv_Bx1 * 1e-30
       h = x_BxD @ wgu
       x_BxD = x_BxD + (h[:, :F] * h[:, F:]) @ wd
-    return x_BxD, x_BxD @ unembed
+    return x_BxD, x_BxD @ ws["unembed"]
 
   @jax.jit
   def loop(x_BxD, ws):
@@ -79,10 +110,76 @@ def gemm_chain_step_s(name: str, batch: int, steps: int = 32, reps: int = 5) -> 
 
     return jax.lax.fori_loop(0, steps, body, (x_BxD, jnp.zeros((batch,))))
 
-  x = jax.random.normal(key, (batch, D))
-  run = lambda: jax.block_until_ready(loop(x, weights))
+  x = _rows(jax.random.normal(jax.random.key(0), (batch, D)))
+  run = lambda: jax.block_until_ready(loop(x, ws))
   run()
   return bc.best_of(run, reps) / steps
+
+
+def update_gemm_chain_s(name: str, rows: int, P: int, T: int, micro: int, reps: int = 3) -> float:
+  """Seconds of one update's GEMMs alone: the gradient of every projection (q, k, v, o, gate,
+  up, down: dx and dW) and of the completion positions' unembedding, over ``rows`` rows of
+  P + T positions, accumulated over chunks of ``micro`` rows (0 = one pass)."""
+  s = bc.SIZES[name]
+  D, F, H, Hk = s["hidden"], s["mlp"], s["heads"], s["kv_heads"]
+  Dh, L = D // H, P + T
+  shapes = [(D, H * Dh), (D, Hk * Dh), (D, Hk * Dh), (H * Dh, D), (D, F), (D, F), (F, D)]
+  ws = _weights(name, shapes)
+
+  def loss_fn(ws, x_MxLxD):
+    M = x_MxLxD.shape[0]
+    x = x_MxLxD.reshape(M * L, D)
+    for wq, wk, wv, wo, wg, wu, wd in ws["layers"]:
+      kv = jnp.tile((x @ wk) * (x @ wv), (1, H // Hk))  # every product reaches the loss
+      x = x + (x @ wq + kv) @ wo
+      x = x + ((x @ wg) * (x @ wu)) @ wd
+    logits = x.reshape(M, L, D)[:, P:].reshape(M * T, D) @ ws["unembed"]
+    return jnp.mean(logits * logits), ({}, {})
+
+  k = microbatch.num_parts(rows, micro, "micro")
+  blocks = microbatch.row_blocks(rows, k, jax.device_count())
+  update = jax.jit(lambda ws, x: microbatch.accumulate_grads(loss_fn, ws, x, k, blocks)[1])
+  x = _rows(jax.random.normal(jax.random.key(1), (rows, L, D)))
+  run = lambda: jax.block_until_ready(update(ws, x))
+  run()
+  return bc.best_of(run, reps)
+
+
+def sampling_bound(name: str, rows: int, P: int, T: int, read_gb_s: float, ceiling: float) -> dict:
+  """A sampling run of ``rows`` rows, P prompt and T new tokens, at best: T steps of the GEMM
+  chain, each reading the KV cache at its mean context once, and the prefill at the ceiling."""
+  t = gemm_chain_step_s(name, rows)
+  f = bc.flops_of(name)
+  mem = step_bytes(name, rows, P + T / 2)
+  kv_read_s = mem["kv_mb"] / 1e3 / read_gb_s
+  prefill_s = rows * P * f.dense / 1e9 / ceiling
+  return {
+    "gemm_chain_ms_per_step": 1e3 * t,
+    "gemm_chain_gflops": rows * (f.dense + f.unembed) / t / 1e9,
+    "gemm_chain_tok_s_bound": rows / t,
+    **mem,
+    "read_ms_per_step": 1e3 * (mem["weights_mb"] + mem["kv_mb"]) / 1e3 / read_gb_s,
+    "sampling_bound_s": T * (t + kv_read_s) + prefill_s,
+  }
+
+
+def rl_step_bound(name: str, rows: int, P: int, T: int, micro: int, read_gb_s: float,
+                  ceiling: float) -> dict:  # fmt: skip
+  """One RL step of ``rows`` completions at best: the sampling bound plus the update's GEMMs."""
+  sampling_s = sampling_bound(name, rows, P, T, read_gb_s, ceiling)["sampling_bound_s"]
+  update_s = update_gemm_chain_s(name, rows, P, T, micro)
+  f = bc.flops_of(name)
+  update_gflop = 3 * rows * (f.dense * (P + T) + f.unembed * T) / 1e9
+  return {
+    "model": name,
+    "rows": rows,
+    "micro": micro,
+    "devices": jax.device_count(),
+    "sampling_bound_s": sampling_s,
+    "update_gemms_s": update_s,
+    "update_gemms_gflops": update_gflop / update_s,
+    "step_bound_s": sampling_s + update_s,
+  }
 
 
 def attention_step(name: str, batch: int, slots: int, steps: int = 50, reps: int = 5) -> dict:
@@ -91,13 +188,11 @@ def attention_step(name: str, batch: int, slots: int, steps: int = 50, reps: int
   H, Hk, Dh = s["heads"], s["kv_heads"], s["hidden"] // s["heads"]
   key = jax.random.key(0)
   normal = lambda i, shape: jax.random.normal(jax.random.fold_in(key, i), shape)
-  rows = shard_lib.batch_sharding(bc.mesh())  # the sampler's layout: rows over the devices
   kv = [
     (normal(2 * l, (batch, Hk, Dh, slots)), normal(2 * l + 1, (batch, Hk, slots, Dh)))
     for l in range(s["layers"])
   ]
-  kv = jax.device_put(kv, rows)
-  mask_Bx1xS = jax.device_put(jnp.ones((batch, 1, slots), bool), rows)
+  kv, mask_Bx1xS = _rows(kv), _rows(jnp.ones((batch, 1, slots), bool))
 
   @jax.jit
   def loop(q_Bx1xHxDh, kv):
@@ -108,7 +203,7 @@ def attention_step(name: str, batch: int, slots: int, steps: int = 50, reps: int
 
     return jax.lax.fori_loop(0, steps, body, q_Bx1xHxDh)
 
-  q = jax.device_put(normal(999, (batch, 1, H, Dh)), rows)
+  q = _rows(normal(999, (batch, 1, H, Dh)))
   run = lambda: jax.block_until_ready(loop(q, kv))
   run()
   t = bc.best_of(run, reps) / steps
@@ -148,10 +243,16 @@ def main():
   ap.add_argument("--batch", type=int, default=64)
   ap.add_argument("--prompt_len", type=int, default=32)
   ap.add_argument("--new_tokens", type=int, default=128)
+  ap.add_argument("--step_rows", type=int, default=64, help="RL step bound: rows; 0 skips")
+  ap.add_argument("--step_new_tokens", type=int, default=64, help="RL step bound: new tokens")
+  ap.add_argument("--micro_batch_size", type=int, default=8, help="RL step bound: update chunk")
   ap.add_argument("--gemms", default="6144x128x384,6144x384x128,6144x128x128,128x6144x384")
   ap.add_argument("--attention_slots", default="", help="e.g. 96,160,544,1056; '' skips")
   ap.add_argument(
-    "--cpu_devices", type=int, default=0, help="CPU devices for --attention_slots (0 = one)"
+    "--cpu_devices",
+    type=int,
+    default=0,
+    help="CPU devices the GEMM chains and the attention split their rows over (0 = one)",
   )
   ap.add_argument("--json", default="")
   args = ap.parse_args()
@@ -161,30 +262,23 @@ def main():
   info["ceiling"] = bc.matmul_ceiling()
   info["read_gb_s"] = read_bandwidth_gb_s()
   print(json.dumps(info), flush=True)
-  B, rows = args.batch, []
-  context = args.prompt_len + args.new_tokens / 2  # mean number of slots a step attends over
+  B, P, rows, steps = args.batch, args.prompt_len, [], []
+  ceiling, read = info["ceiling"]["gflops"], info["read_gb_s"]
   for name in filter(None, args.sizes.split(",")):
-    t = gemm_chain_step_s(name, B)
-    f = bc.flops_of(name)
-    gemm_flops = B * (f.dense + f.unembed)
-    mem = step_bytes(name, B, context)
-    read_s = (mem["weights_mb"] + mem["kv_mb"]) / 1e3 / info["read_gb_s"]
-    kv_read_s = mem["kv_mb"] / 1e3 / info["read_gb_s"]
-    prefill_s = B * args.prompt_len * f.dense / 1e9 / info["ceiling"]["gflops"]
-    rows.append({
-      "model": name,
-      "B": B,
-      "gemm_chain_ms_per_step": 1e3 * t,
-      "gemm_chain_gflops": gemm_flops / t / 1e9,
-      "gemm_chain_tok_s_bound": B / t,
-      **mem,
-      "read_ms_per_step": 1e3 * read_s,
-      "sampler_tok_s_bound": B / (t + kv_read_s + prefill_s / args.new_tokens),
-    })  # fmt: skip
+    bound = sampling_bound(name, B, P, args.new_tokens, read, ceiling)
+    tok_s = B * args.new_tokens / bound.pop("sampling_bound_s")
+    rows.append({"model": name, "B": B, **bound, "sampler_tok_s_bound": tok_s})
     print(json.dumps(rows[-1]), flush=True)
+    if args.step_rows:
+      R, T = args.step_rows, args.step_new_tokens
+      steps.append(rl_step_bound(name, R, P, T, args.micro_batch_size, read, ceiling))
+      print(json.dumps(steps[-1]), flush=True)
   print(f"\nceiling {info['ceiling']['gflops']:.1f} GFLOP/s, read {info['read_gb_s']:.1f} GB/s")
   if rows:
     print(bc.fmt_table(rows, list(rows[0])))
+  if steps:
+    print()
+    print(bc.fmt_table(steps, list(steps[0])))
   gemms = [gemm_rate(*map(int, g.split("x"))) for g in filter(None, args.gemms.split(","))]
   if gemms:
     print()
@@ -198,7 +292,8 @@ def main():
     print()
     print(bc.fmt_table(attention, list(attention[0])))
   if args.json:
-    out = {"machine": info, "bounds": rows, "gemms": gemms, "attention": attention}
+    out = {"machine": info, "bounds": rows, "step_bounds": steps, "gemms": gemms}
+    out["attention"] = attention
     with open(args.json, "w") as f:
       json.dump(out, f, indent=2)
 

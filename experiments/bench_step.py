@@ -14,11 +14,15 @@ and the number of XLA compilations of steps 1, 2, 3 (2 and 3 must be 0). TRL (in
 ``pip install -e .[bench]``) runs ``--trl_steps`` steps; a step's time is taken between the
 trainer's step callbacks, best of all steps (torch compiles nothing). MFU = the update's model FLOPs
 (3 × forward: projections, attention over the causal context and the unembedding of the
-completion positions) / time / the matmul ceiling measured first in the same run.
+completion positions) / time / the matmul ceiling measured first in the same run. ``--bound``
+adds, measured in the same run, the step's bound on this machine
+(``bench_decode_bound.rl_step_bound``: the sampling's GEMMs, KV reads and prefill, plus the
+update's GEMMs alone) and the best ratio to TRL it allows.
 
   python experiments/bench_step.py                    # tiny + small, ours + TRL twice, ~8 min
   python experiments/bench_step.py --sizes small --steps 5 --trl_steps 4
   python experiments/bench_step.py --growth_sizes tiny,small   # update time vs T and G
+  python experiments/bench_step.py --bound   # + the step's bound on this machine, same run
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import tempfile
 import time
 
 import bench_common as bc
+import bench_decode_bound as bound_lib
 import jax
 import numpy as np
 
@@ -327,6 +332,11 @@ def main():
     help="TRL's per-device train batch sizes to run (0 = all rows, no accumulation); the "
     "ratio is taken against the fastest",
   )
+  ap.add_argument(
+    "--bound",
+    action="store_true",
+    help="also measure the step's bound (bench_decode_bound.rl_step_bound) in the same run",
+  )
   ap.add_argument("--growth_sizes", default="tiny", help="'' skips the growth table")
   ap.add_argument("--growth_reps", type=int, default=2)
   ap.add_argument("--ab", default="", help="sizes of the plain/flat update A/B: tiny,small")
@@ -344,6 +354,8 @@ def main():
   info = bc.machine()
   info["torch_threads"] = bc.set_torch_threads(args.torch_threads)
   info["ceiling"] = bc.matmul_ceiling()
+  if args.bound:
+    info["read_gb_s"] = bound_lib.read_bandwidth_gb_s()
   print(json.dumps(info), flush=True)
   ceiling = info["ceiling"]["gflops"]
   B, G, P, T = args.prompts, args.group, args.prompt_len, args.new_tokens
@@ -351,6 +363,10 @@ def main():
   rows = []
   for name in filter(None, args.sizes.split(",")):
     row = ours(name, B, G, P, T, args.steps, ceiling, counter, micro)
+    if args.bound:  # the same step at this machine's bound, measured next (before torch runs)
+      bound = bound_lib.rl_step_bound(name, B * G, P, T, micro, info["read_gb_s"], ceiling)
+      row.update({k: v for k, v in bound.items() if k not in row})
+      row["step_pct_of_bound"] = 100 * row["step_bound_s"] / row["step_s"]
     if args.trl_steps:
       try:
         runs = [trl(name, B, G, P, T, args.trl_steps, int(m)) for m in trl_micros]
@@ -360,6 +376,8 @@ def main():
         # Judged against TRL's faster setting; every setting's steps are kept.
         fastest = min(runs, key=lambda r: r["trl_step_s"])
         row.update(fastest, trl_runs=runs, ratio_vs_trl=fastest["trl_step_s"] / row["step_s"])
+    if "trl_step_s" in row and args.bound:
+      row["ratio_bound_vs_trl"] = row["trl_step_s"] / row["step_bound_s"]
     rows.append(row)
     print(json.dumps(row), flush=True)
   ab = [
@@ -390,6 +408,11 @@ def main():
     "update_mfu_pct",
   ]
   print(bc.fmt_table(rows, cols))
+  if args.bound:
+    print()
+    bound_cols = ["model", "devices", "sampling_bound_s", "update_gemms_s", "step_bound_s"]
+    bound_cols += ["step_s", "step_pct_of_bound", "trl_step_s", "ratio_bound_vs_trl"]
+    print(bc.fmt_table(rows, bound_cols))
   for r in ab:
     print()
     print(bc.fmt_table([r], list(r)))

@@ -44,7 +44,7 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
     "bench_step.py",
     ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "3",
      "--trl_steps", "0", "--micro_batch_size", "4", "--growth_sizes", "", "--ab_micro", "tiny",
-     "--ab_reps", "1"],
+     "--ab_reps", "1", "--bound"],
     tmp_path,
   )  # fmt: skip
   (row,) = res["step"]
@@ -52,7 +52,11 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
   for key in ("step_s", "sampling_s", "update_s", "logprobs_s", "checkpoint_s"):
     assert row[key] > 0, key
   assert 0 < row["update_mfu_pct"] < 100
-  assert "ratio_vs_trl" not in row  # TRL skipped, nothing made up
+  assert "ratio_vs_trl" not in row and "ratio_bound_vs_trl" not in row  # TRL skipped
+  # The bound of the same step: 8 rows, 8 new tokens, the update in chunks of 4 rows.
+  assert (row["rows"], row["micro"], row["devices"]) == (8, 4, 1)
+  assert row["step_bound_s"] == pytest.approx(row["sampling_bound_s"] + row["update_gemms_s"])
+  assert row["step_pct_of_bound"] == pytest.approx(100 * row["step_bound_s"] / row["step_s"])
   (ab,) = res["ab"]
   assert ab["speedup"] == pytest.approx(ab["whole_update_s"] / ab["micro_update_s"])
 
@@ -76,12 +80,19 @@ def test_bench_decode_bound_bounds_and_gemms(tmp_path):
   res = run_bench(
     "bench_decode_bound.py",
     ["--sizes", "tiny", "--batch", "8", "--gemms", "64x32x16", "--attention_slots", "32",
-     "--cpu_devices", "2"],
+     "--cpu_devices", "2", "--step_rows", "8", "--step_new_tokens", "8", "--micro_batch_size",
+     "2"],
     tmp_path,
   )  # fmt: skip
   (row,) = res["bounds"]
   # Adding the KV read and the prefill can only lower the GEMMs-only bound.
   assert 0 < row["sampler_tok_s_bound"] < row["gemm_chain_tok_s_bound"]
+  (step,) = res["step_bounds"]
+  assert (step["rows"], step["micro"], step["devices"]) == (8, 2, 2)
+  assert step["step_bound_s"] == pytest.approx(step["sampling_bound_s"] + step["update_gemms_s"])
+  # 3 × (8 rows × (32 + 8) positions × dense + 8 × 8 unembedded) at the reported rate.
+  f = 3 * (8 * 40 * 4 * 2 * (128 * 128 * 2 + 128 * 64 * 2 + 3 * 128 * 384) + 64 * 2 * 128 * 1024)
+  assert step["update_gemms_gflops"] == pytest.approx(f / step["update_gemms_s"] / 1e9)
   (gemm,) = res["gemms"]
   assert gemm["gemm"] == "64x32x16" and gemm["gflops"] > 0
   (att,) = res["attention"]
