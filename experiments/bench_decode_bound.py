@@ -16,16 +16,16 @@ script measures both in isolation, in the same process, next to the machine's ma
   ``bench_sampler.py`` could reach if attention cost only its cache read and nothing else
   (norms, RoPE, softmax, the draw) cost anything.
 
-* ``update_gemm_chain``: the update's GEMMs alone — ``jax.grad`` of every projection and of
+* ``update_gemms_s``: the update's GEMMs alone — ``jax.grad`` of every projection and of
   the completion positions' unembedding at the update's shapes (N rows × P + T positions,
   distinct weights per layer), accumulated over chunks of ``--micro_batch_size`` rows with the
   library's ``train.microbatch.accumulate_grads``; no attention, norms, RoPE, SiLU or optimizer.
   A lower bound on any update built on XLA:CPU's GEMMs at these shapes.
-* ``rl_step_bound``: one RL step of ``bench_step.py`` (N = prompts × group rows, P prompt and T
-  new tokens) at best: T decode steps of the GEMM chain at N rows, each reading the KV cache
-  once, the prefill at the ceiling, and the update's GEMM chain. ``bench_step.py --bound``
-  measures it in the same run as TRL's step, so the best ratio this machine allows sits next to
-  the measured one.
+* ``step_bound_s`` (``rl_step_bound``): one RL step of ``bench_step.py`` (N = prompts × group
+  rows, P prompt and T new tokens) at best: T decode steps of the GEMM chain at N rows, each
+  reading the KV cache once, the prefill at the ceiling, and the update's GEMM chain.
+  ``bench_step.py --bound`` measures it in the same run as TRL's step, so the best ratio this
+  machine allows sits next to the measured one.
 
 The two GEMM chains split their rows over the library's mesh, so with ``--cpu_devices 2`` each
 core runs its half, as the sampler and the update do with one device per core.
@@ -163,8 +163,9 @@ def sampling_bound(name: str, rows: int, P: int, T: int, read_gb_s: float, ceili
   }
 
 
-def rl_step_bound(name: str, rows: int, P: int, T: int, micro: int, read_gb_s: float,
-                  ceiling: float) -> dict:  # fmt: skip
+def rl_step_bound(
+  name: str, rows: int, P: int, T: int, micro: int, read_gb_s: float, ceiling: float
+) -> dict:
   """One RL step of ``rows`` completions at best: the sampling bound plus the update's GEMMs."""
   sampling_s = sampling_bound(name, rows, P, T, read_gb_s, ceiling)["sampling_bound_s"]
   update_s = update_gemm_chain_s(name, rows, P, T, micro)
@@ -273,7 +274,7 @@ def main():
       R, T = args.step_rows, args.step_new_tokens
       steps.append(rl_step_bound(name, R, P, T, args.micro_batch_size, read, ceiling))
       print(json.dumps(steps[-1]), flush=True)
-  print(f"\nceiling {info['ceiling']['gflops']:.1f} GFLOP/s, read {info['read_gb_s']:.1f} GB/s")
+  print(f"\nceiling {ceiling:.1f} GFLOP/s, read {read:.1f} GB/s")
   if rows:
     print(bc.fmt_table(rows, list(rows[0])))
   if steps:
@@ -292,8 +293,13 @@ def main():
     print()
     print(bc.fmt_table(attention, list(attention[0])))
   if args.json:
-    out = {"machine": info, "bounds": rows, "step_bounds": steps, "gemms": gemms}
-    out["attention"] = attention
+    out = {
+      "machine": info,
+      "bounds": rows,
+      "step_bounds": steps,
+      "gemms": gemms,
+      "attention": attention,
+    }
     with open(args.json, "w") as f:
       json.dump(out, f, indent=2)
 
