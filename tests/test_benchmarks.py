@@ -99,3 +99,17 @@ def test_bench_decode_bound_bounds_and_gemms(tmp_path):
   assert (att["slots"], att["devices"]) == (32, 2)
   # 4 layers × K and V × 8 rows × 2 KV heads × 32 dims × 32 slots × 4 bytes.
   assert att["kv_mb"] == pytest.approx(4 * 2 * 8 * 2 * 32 * 32 * 4 / 1e6)
+
+
+def test_bench_logps_variants_agree(tmp_path):
+  res = run_bench(
+    "bench_logps.py",
+    ["--vocab", "500", "--hidden", "64", "--rows", "2", "--length", "8", "--vocab_chunk", "128",
+     "--reps", "1"],
+    tmp_path,
+  )  # fmt: skip
+  row = res["logps"]
+  # The same loss and gradients from all three paths (a padded last vocabulary chunk included).
+  assert row["token_logps_max_abs_diff"] < 1e-4 and row["chunked_max_abs_diff"] < 1e-4
+  assert row["token_logps_speedup"] == pytest.approx(row["materialised_ms"] / row["token_logps_ms"])
+  assert row["chunked_speedup"] == pytest.approx(row["materialised_ms"] / row["chunked_ms"])

@@ -96,3 +96,31 @@ def test_start_equals_slicing_the_full_result(start):
     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
   with pytest.raises(ValueError, match="start"):
     models.token_logps(graphdef, params, tokens, mask, start=24)
+
+
+def test_token_logps_equal_the_materialised_log_softmax():
+  """``token_logps`` (z_y − logsumexp z, never the B×L×V log-probs) equals NumPy's
+  log_softmax(logits / τ) gathered at the next tokens, with entropies, in float64; and its
+  gradient equals that of the materialised log_softmax + gather."""
+  graphdef, params, tokens, mask = _setup(True)
+  m = np.asarray(mask, bool)
+  z = np.asarray(models.forward(graphdef, params, tokens, mask), np.float64)[:, :-1] / 0.7
+  z_max = z.max(-1, keepdims=True)
+  logp = z - z_max - np.log(np.exp(z - z_max).sum(-1, keepdims=True))
+  picked = np.take_along_axis(logp, np.asarray(tokens)[:, 1:, None], -1)[..., 0]
+  entropy = -(np.exp(logp) * logp).sum(-1)
+  lead = lambda x: np.where(m, np.pad(x, ((0, 0), (1, 0))), 0.0)  # position 0 and padding: 0
+  got, ent = models.token_logps(graphdef, params, tokens, mask, 0.7, with_entropy=True)
+  np.testing.assert_allclose(got, lead(picked), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(ent, lead(entropy), rtol=1e-5, atol=1e-5)
+
+  w = jnp.asarray(np.random.default_rng(2).normal(size=(4, 23)), jnp.float32) * mask[:, 1:]
+
+  def materialised(p):
+    logp = jax.nn.log_softmax(models.forward(graphdef, p, tokens, mask)[:, :-1] / 0.7, axis=-1)
+    return jnp.sum(jnp.take_along_axis(logp, tokens[:, 1:, None], -1)[..., 0] * w)
+
+  direct = lambda p: jnp.sum(models.token_logps(graphdef, p, tokens, mask, 0.7)[:, 1:] * w)
+  grads = [jax.tree.leaves(jax.grad(fn)(params)) for fn in (materialised, direct)]
+  for a, b in zip(*grads):
+    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)

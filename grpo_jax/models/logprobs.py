@@ -10,8 +10,8 @@ from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_t
 
 
 def logps_from_logits(logits_NxV: jax.Array, temperature: float) -> jax.Array:
-  """log_softmax(logits / τ) in float32 — the one definition the trainer and sampler share
-  (METHODS §16)."""
+  """log_softmax(logits / τ) in float32: the sampler's log-probs (METHODS §16). The trainer's
+  :func:`token_logps` computes the same z_y − logsumexp(z), z = logits / τ, per target only."""
   return jax.nn.log_softmax(logits_NxV.astype(jnp.float32) / temperature, axis=-1)
 
 
@@ -66,9 +66,14 @@ def token_logps(
     raise ValueError(f"token_logps needs temperature > 0, got {temperature}")
   first, targets_BxT, place = scored_window(tokens_BxL, mask_BxL, start)  # checks start first
   model, h_BxLxD = final_hidden(graphdef, params, tokens_BxL, mask_BxL)
-  logp_all_BxTxV = logps_from_logits(model.logits(h_BxLxD[:, first - 1 : -1]), temperature)
-  picked_BxT = jnp.take_along_axis(logp_all_BxTxV, targets_BxT[..., None], axis=-1)[..., 0]
+  z_BxTxV = model.logits(h_BxLxD[:, first - 1 : -1]).astype(jnp.float32) / temperature
+  # log softmax(z)[y] = z_y − logsumexp(z): the B×T×V log-probs are never materialised
+  # (docs/performance.md, item 14).
+  lse_BxT = jax.nn.logsumexp(z_BxTxV, axis=-1)
+  picked_BxT = jnp.take_along_axis(z_BxTxV, targets_BxT[..., None], axis=-1)[..., 0] - lse_BxT
   if not with_entropy:
     return place(picked_BxT)
-  entropy_BxT = -jnp.sum(jnp.exp(logp_all_BxTxV) * logp_all_BxTxV, axis=-1)
+  # −Σ p log p = lse − Σ p·z
+  p_BxTxV = jnp.exp(z_BxTxV - lse_BxT[..., None])
+  entropy_BxT = lse_BxT - jnp.sum(p_BxTxV * z_BxTxV, axis=-1)
   return place(picked_BxT), place(entropy_BxT)
