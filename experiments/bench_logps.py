@@ -7,8 +7,9 @@ whole vocabulary, then ``take_along_axis``) writes them in the forward pass and 
 in the backward. ``chunked_token_logps`` never holds the B×T×V logits at all (``--vocab_chunk``).
 Each variant is ``jax.value_and_grad`` of Σ w·logp over the parameters of a one-layer Qwen3
 model with untied embeddings and the given vocabulary (Qwen3's 151,936 by default), so the
-unembedding and its log-softmax dominate; the three are compiled side by side and timed
-interleaved, best of ``--reps``, and their gradients compared.
+vocabulary-sized work dominates (the unembedding, its log-softmax and the two V×D parameter
+gradients); the three are compiled side by side and timed interleaved, best of ``--reps``, and
+their gradients compared.
 
   python experiments/bench_logps.py                         # V = 151,936, D = 1,024, 2 × 64
   python experiments/bench_logps.py --vocab 4096 --hidden 512 --rows 8
