@@ -48,6 +48,7 @@ core runs its half, as the sampler and the update do with one device per core.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 
 import bench_common as bc
@@ -85,8 +86,10 @@ def _rows(x):
   return jax.device_put(x, shard_lib.batch_sharding(bc.mesh()))
 
 
+@functools.cache
 def gemm_chain_step_s(name: str, batch: int, steps: int = 32, reps: int = 5) -> float:
-  """Seconds per decode step of the model's GEMMs alone (distinct weights per layer)."""
+  """Seconds per decode step of the model's GEMMs alone (distinct weights per layer); measured
+  once per process and shape (the sampler's and the RL step's bounds share it)."""
   D, F = bc.SIZES[name]["hidden"], bc.SIZES[name]["mlp"]
   ws = _weights(name, layer_shapes(name))
 
@@ -169,8 +172,8 @@ def rl_step_bound(
   """One RL step of ``rows`` completions at best: the sampling bound plus the update's GEMMs."""
   sampling_s = sampling_bound(name, rows, P, T, read_gb_s, ceiling)["sampling_bound_s"]
   update_s = update_gemm_chain_s(name, rows, P, T, micro)
-  f = bc.flops_of(name)
-  update_gflop = 3 * rows * (f.dense * (P + T) + f.unembed * T) / 1e9
+  # 3 × forward: projections at every position, unembedding at the completion's (no attention)
+  update_gflop = 3 * bc.flops_of(name).forward(rows * (P + T), rows * T, 0) / 1e9
   return {
     "model": name,
     "rows": rows,

@@ -32,7 +32,7 @@ from grpo_jax.models.chunked_logps import chunked_token_logps
 def materialised_logps(graphdef, params, tokens_BxL, mask_BxL, temperature):
   """The replaced form: log_softmax over the whole vocabulary, then the target's entry."""
   logits_BxLxV = models.forward(graphdef, params, tokens_BxL, mask_BxL)[:, :-1]
-  logp_BxLxV = jax.nn.log_softmax(logits_BxLxV.astype(jnp.float32) / temperature, axis=-1)
+  logp_BxLxV = models.logps_from_logits(logits_BxLxV, temperature)
   picked_BxL1 = jnp.take_along_axis(logp_BxLxV, tokens_BxL[:, 1:, None], axis=-1)[..., 0]
   return jnp.pad(picked_BxL1, ((0, 0), (1, 0))) * mask_BxL
 
