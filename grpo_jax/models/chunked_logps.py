@@ -18,15 +18,18 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from grpo_jax.models.logprobs import final_hidden, scored_window
+from grpo_jax.models.logprobs import predicting_hidden, scored_window
 
 
-def hidden_and_unembedding(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL):
-  """(final-norm hidden states h_BxLxD, unembedding W_VxD as rows) of the padded batch."""
-  model, h_BxLxD = final_hidden(graphdef, params, tokens_BxL, mask_BxL)
+def hidden_and_unembedding(
+  graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL, first: int, share: int = 1
+):
+  """(hidden states h_BxTxD that predict positions first … L−1, unembedding W_VxD as rows, its
+  dtype) of the padded batch; ``share`` as in ``predicting_hidden``."""
+  model, h_BxTxD = predicting_hidden(graphdef, params, tokens_BxL, mask_BxL, first, share)
   if model.lm_head is None:
-    return h_BxLxD, model.embed_tokens.embedding[...], model.embed_tokens.dtype
-  return h_BxLxD, model.lm_head.kernel[...].T, model.lm_head.dtype
+    return h_BxTxD, model.embed_tokens.embedding[...], model.embed_tokens.dtype
+  return h_BxTxD, model.lm_head.kernel[...].T, model.lm_head.dtype
 
 
 def chunked_token_logps(
@@ -38,12 +41,14 @@ def chunked_token_logps(
   with_entropy: bool = False,
   vocab_chunk: int = 8192,
   start: int = 0,
+  share: int = 1,
 ):
   """``token_logps`` computed ``vocab_chunk`` vocabulary entries at a time (see module doc);
-  ``start`` as there (only positions start … L−1 are unembedded and returned)."""
-  first, targets_BxL1, place = scored_window(tokens_BxL, mask_BxL, start)
-  h_BxLxD, w_VxD, dtype = hidden_and_unembedding(graphdef, params, tokens_BxL, mask_BxL)
-  h_BxLxD = h_BxLxD[:, first - 1 : -1]
+  ``start`` and ``share`` as there (only positions start … L−1 are unembedded and returned)."""
+  first, targets_BxL1, place = scored_window(tokens_BxL, mask_BxL, start, share)
+  h_BxLxD, w_VxD, dtype = hidden_and_unembedding(
+    graphdef, params, tokens_BxL, mask_BxL, first, share
+  )
   V, D = w_VxD.shape
   C = min(int(vocab_chunk), V)
   K = -(-V // C)

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from grpo_jax.models.shared_prompt import check_share, shared_prompt_hidden
 from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_tokens
 
 
@@ -24,8 +25,23 @@ def final_hidden(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL):
   return model, h_BxLxD
 
 
-def scored_window(tokens_BxL: jax.Array, mask_BxL: jax.Array, start: int):
-  """The positions start … L−1 that a ``token_logps(..., start=)`` result covers.
+def predicting_hidden(
+  graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL, first: int, share: int = 1
+):
+  """(the merged model, h_BxTxD): final-norm hidden states at positions first−1 … L−2, which
+  predict the tokens at first … L−1. ``share`` > 1: the rows come in aligned runs of ``share``
+  with the same tokens and mask in slots [0, first), and each run's prompt is run once
+  (``shared_prompt.py``)."""
+  if share > 1:
+    model = nnx.merge(graphdef, params)
+    return model, shared_prompt_hidden(model, tokens_BxL, mask_BxL, first, share)
+  model, h_BxLxD = final_hidden(graphdef, params, tokens_BxL, mask_BxL)
+  return model, h_BxLxD[:, first - 1 : -1]
+
+
+def scored_window(tokens_BxL: jax.Array, mask_BxL: jax.Array, start: int, share: int = 1):
+  """The positions start … L−1 that a ``token_logps(..., start=)`` result covers (and the checks
+  of ``start`` and ``share``).
 
   Returns ``first`` = max(start, 1), the first position with a prediction to score (hidden
   states first−1 … L−2 predict it and the rest); targets_BxT = tokens[:, first:]; and ``place``,
@@ -34,6 +50,8 @@ def scored_window(tokens_BxL: jax.Array, mask_BxL: jax.Array, start: int):
   """
   if not 0 <= start < tokens_BxL.shape[1]:
     raise ValueError(f"start must lie in [0, {tokens_BxL.shape[1]}), got {start}")
+  if share != 1:
+    check_share(tokens_BxL.shape[0], start, tokens_BxL.shape[1], share)
   first = max(start, 1)
   keep_BxT = mask_BxL[:, start:].astype(bool)
   lead = lambda x: x if start else jnp.pad(x, ((0, 0), (1, 0)))  # position 0 scores 0
@@ -52,6 +70,7 @@ def token_logps(
   temperature: float = 1.0,
   with_entropy: bool = False,
   start: int = 0,
+  share: int = 1,
 ):
   """logps_BxL[:, t] = log softmax(logits[:, t−1] / τ)[tokens[:, t]] for t ≥ 1; 0 at t = 0.
 
@@ -60,13 +79,15 @@ def token_logps(
   distribution (the one that predicted token t), 0 at t = 0 and at padding.
   ``start`` > 0 returns only positions start … L−1 (B×(L−start): a completion after a prompt of
   ``start`` slots) and unembeds only the positions that predict them — the prompt's V-wide
-  logits and log-softmax are never computed (nor differentiated).
+  logits and log-softmax are never computed (nor differentiated). ``share`` > 1 (with
+  ``start`` > 0): rows come in aligned runs of ``share`` that repeat one prompt in slots
+  [0, start), computed once per run (``predicting_hidden``).
   """
   if isinstance(temperature, (int, float)) and temperature <= 0:
     raise ValueError(f"token_logps needs temperature > 0, got {temperature}")
-  first, targets_BxT, place = scored_window(tokens_BxL, mask_BxL, start)  # checks start first
-  model, h_BxLxD = final_hidden(graphdef, params, tokens_BxL, mask_BxL)
-  z_BxTxV = model.logits(h_BxLxD[:, first - 1 : -1]).astype(jnp.float32) / temperature
+  first, targets_BxT, place = scored_window(tokens_BxL, mask_BxL, start, share)  # checks first
+  model, h_BxTxD = predicting_hidden(graphdef, params, tokens_BxL, mask_BxL, first, share)
+  z_BxTxV = model.logits(h_BxTxD).astype(jnp.float32) / temperature
   # log softmax(z)[y] = z_y − logsumexp(z): the B×T×V log-probs are never materialised
   # (docs/performance.md, item 14).
   lse_BxT = jax.nn.logsumexp(z_BxTxV, axis=-1)

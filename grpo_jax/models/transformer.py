@@ -67,12 +67,15 @@ class Transformer(nnx.Module):
     """
     x_BxLxD = constrain(self.embed_tokens(tokens_BxL))
     new_kvs = []
-    remat = self.cfg.remat != "none" and kv_caches is None
+    # Rematerialised when differentiated: uncached, or cached at a static slot (the shared-prompt
+    # forward, ``shared_prompt.py``); never in the sampler's decode loop (a traced slot).
+    remat = self.cfg.remat != "none" and (kv_caches is None or isinstance(cache_index, int))
     for i, layer in enumerate(self.layers):
       kv = None if kv_caches is None else kv_caches[i]
       mask_i = window_mask(mask_BxLxS, self.cfg.window(i), cache_index)
       if remat:
-        x_BxLxD, kv = _remat_layer(self.cfg.remat)(layer, x_BxLxD, positions_BxL, mask_i)
+        call = _remat_layer(self.cfg.remat, cache_index)
+        x_BxLxD, kv = call(layer, x_BxLxD, positions_BxL, mask_i, kv)
       else:
         x_BxLxD, kv = layer(x_BxLxD, positions_BxL, mask_i, kv, cache_index)
       # Layer boundary: rows over (data, fsdp) under a training mesh; a no-op without one.
@@ -93,13 +96,14 @@ REMAT_POLICIES = {
 }
 
 
-def _remat_layer(name: str):
-  """A decoder-layer call whose activations are recomputed in the backward pass."""
+def _remat_layer(name: str, cache_index: int | None = None):
+  """A decoder-layer call whose activations are recomputed in the backward pass; a static
+  ``cache_index`` (or none) is closed over."""
   if name not in REMAT_POLICIES:
     raise ValueError(f"model.remat must be one of {['none', *REMAT_POLICIES]}, got '{name}'")
 
-  def call(layer, x_BxLxD, positions_BxL, mask_BxLxS):
-    return layer(x_BxLxD, positions_BxL, mask_BxLxS, None, None)
+  def call(layer, x_BxLxD, positions_BxL, mask_BxLxS, kv):
+    return layer(x_BxLxD, positions_BxL, mask_BxLxS, kv, cache_index)
 
   return nnx.remat(call, policy=REMAT_POLICIES[name])
 

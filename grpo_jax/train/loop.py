@@ -28,7 +28,7 @@ from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.rollout import SampleSettings, rollout
 from grpo_jax.train.state import init_state, step_keys
 from grpo_jax.train.strategy_rollout import StrategyRollout
-from grpo_jax.train.update import make_update_step
+from grpo_jax.train.update import check_shared_prompts, make_update_step
 from grpo_jax.train.warmstart import warm_start
 
 
@@ -219,6 +219,8 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
           cursor, keys["sample"], cfg, task.eos_id,
           row_multiple=shard_lib.batch_size_multiple(mesh))
       t1 = time.time()
+      if cfg.loss.share_prompt:
+        check_shared_prompts(batch, G, strategy.prompt_len)
       state, metrics = update_step(state, shard_lib.shard_batch(batch, mesh))
       state["data_pos"] = jax.device_put(np.int32(cursor + info["data/consumed"]),
                                          state_shardings["data_pos"])

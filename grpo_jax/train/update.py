@@ -16,15 +16,20 @@ Batch keys (N rows, P prompt tokens, T completion tokens, L = P + T):
   tokens_NxL, input_mask_NxL (1 = real token), completion_mask_NxT (1 = completion token up to
   and including EOS), sample_logps_NxT (the sampler's log-probs), rewards_N, group_ids_N,
   subgroup_ids_N; optional loss_mask_N (0 = row kept for the baseline but out of the loss, e.g.
-  DAPO's overlong filter). Other keys are ignored.
+  DAPO's overlong filter). Other keys are ignored. With ``loss.share_prompt`` the rows must come
+  in groups of G = ``sampling.group_size`` consecutive rows that repeat one prompt in
+  tokens_NxL[:, :P] and input_mask_NxL[:, :P] (what every rollout packs;
+  :func:`check_shared_prompts` tests a batch), and the forward passes run each prompt once.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from grpo_jax import advantages as adv_lib
@@ -59,6 +64,37 @@ def rollout_metrics(batch: dict, logps_NxT) -> dict:
     "reward/mean": _masked_mean(batch["rewards_N"], valid_N),
     "response/len_mean": _masked_mean(lengths_N, valid_N),
   }
+
+
+def prompt_share(cfg, num_rows: int, parts: int, blocks: int) -> int:
+  """Rows per shared prompt pass when ``num_rows`` rows are split into ``parts`` parts over
+  ``blocks`` device blocks (``microbatch.split_rows``); 1 = no sharing.
+
+  A part is ``blocks`` sub-blocks of m = num_rows / (blocks·parts) consecutive rows, each
+  starting at a multiple of m, so its aligned runs of gcd(G, m) rows lie inside one group.
+  """
+  if not cfg.loss.share_prompt:
+    return 1
+  return math.gcd(int(cfg.sampling.group_size), num_rows // (blocks * parts))
+
+
+def check_shared_prompts(batch: dict, group_size: int, prompt_len: int) -> None:
+  """Raises unless the batch's rows come in groups of ``group_size`` consecutive rows with the
+  same prompt slots (tokens and mask), as ``loss.share_prompt`` needs; host arrays."""
+  for key in ("tokens_NxL", "input_mask_NxL"):
+    prompts_NxP = np.asarray(batch[key])[:, :prompt_len]
+    if prompts_NxP.shape[0] % group_size:
+      raise ValueError(
+        f"loss.share_prompt: {prompts_NxP.shape[0]} rows are not groups of {group_size}"
+      )
+    runs_UxGxP = prompts_NxP.reshape(-1, group_size, prompt_len)
+    bad_U = np.any(runs_UxGxP != runs_UxGxP[:, :1], axis=(1, 2))
+    if bad_U.any():
+      raise ValueError(
+        f"loss.share_prompt: rows of group {int(np.argmax(bad_U))} (rows "
+        f"{group_size * int(np.argmax(bad_U))} …) differ in {key}[:, :{prompt_len}]; the update "
+        "needs each group's G rows consecutive with one prompt (set loss.share_prompt = False)"
+      )
 
 
 def make_update_step(
@@ -100,7 +136,7 @@ def make_update_fn(
 
   vocab_chunk = int(cfg.model.get("logps_vocab_chunk", 0))
 
-  def completion_logps(params, rows, with_entropy=False):
+  def completion_logps(params, rows, share, with_entropy=False):
     # model.logps_vocab_chunk > 0: online logsumexp over vocabulary chunks, no N×L×V logits.
     logps_fn = (
       functools.partial(chunked_token_logps, vocab_chunk=vocab_chunk)
@@ -115,13 +151,14 @@ def make_update_fn(
       temperature,
       with_entropy=with_entropy,
       start=prompt_len,  # the prompt's positions are never unembedded
+      share=share,  # rows per prompt pass (``prompt_share``)
     )
 
-  def loss_fn(params, rows, denoms):
+  def loss_fn(params, rows, denoms, share):
     if use_entropy:
-      logps_NxT, entropy_NxT = completion_logps(params, rows, with_entropy=True)
+      logps_NxT, entropy_NxT = completion_logps(params, rows, share, with_entropy=True)
     else:
-      logps_NxT = completion_logps(params, rows)
+      logps_NxT = completion_logps(params, rows, share)
       # No bonus: loss/entropy is only a metric, the sample estimate E[−logπ(y_t)] of the
       # entropy, free from the log-probs at hand (no extra pass over the vocabulary).
       entropy_NxT = jax.lax.stop_gradient(-logps_NxT)
@@ -145,8 +182,10 @@ def make_update_fn(
     denoms = loss_lib.denominators(rows["mask_NxT"], cfg.loss)
     n = rows["mask_NxT"].shape[0]
     k = num_parts(n, micro_rows, "loss.micro_batch_size")
+    blocks = row_blocks(n, k, devices)
+    share = prompt_share(cfg, n, k, blocks)
     (loss, aux, logps_NxT), grads = accumulate_grads(
-      lambda p, r: loss_fn(p, r, denoms), params, rows, k, row_blocks(n, k, devices)
+      lambda p, r: loss_fn(p, r, denoms, share), params, rows, k, blocks
     )
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
@@ -181,10 +220,10 @@ def make_update_fn(
     }
     num_rows = mask_NxT.shape[0]
     chunks = num_parts(num_rows, micro_rows, "loss.micro_batch_size")
+    blocks = row_blocks(num_rows, chunks, devices)
+    share = prompt_share(cfg, num_rows, chunks, blocks)
     forward = lambda params: jax.lax.stop_gradient(
-      map_rows(
-        lambda r: completion_logps(params, r), rows, chunks, row_blocks(num_rows, chunks, devices)
-      )
+      map_rows(lambda r: completion_logps(params, r, share), rows, chunks, blocks)
     )
     if use_kl:
       if "ref_params" not in state:
