@@ -87,8 +87,10 @@ def test_shared_prompt_with_remat_and_vocabulary_chunks(remat):
 
   def loss(share):
     def fn(p):
-      return jnp.sum(chunked_token_logps(graphdef, p, tokens, mask, vocab_chunk=40, start=P,
-                                         share=share))
+      return jnp.sum(
+        chunked_token_logps(graphdef, p, tokens, mask, vocab_chunk=40, start=P, share=share)
+      )
+
     return fn
 
   plain_l, plain_g = jax.jit(jax.value_and_grad(loss(1)))(params)
