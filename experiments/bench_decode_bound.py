@@ -119,10 +119,13 @@ def gemm_chain_step_s(name: str, batch: int, steps: int = 32, reps: int = 5) -> 
   return bc.best_of(run, reps) / steps
 
 
-def update_gemm_chain_s(name: str, rows: int, P: int, T: int, micro: int, reps: int = 3) -> float:
+def update_gemm_chain_s(
+  name: str, rows: int, P: int, T: int, micro: int, share: int = 1, reps: int = 3
+) -> float:
   """Seconds of one update's GEMMs alone: the gradient of every projection (q, k, v, o, gate,
   up, down: dx and dW) and of the completion positions' unembedding, over ``rows`` rows of
-  P + T positions, accumulated over chunks of ``micro`` rows (0 = one pass)."""
+  P + T positions, accumulated over chunks of ``micro`` rows (0 = one pass); with ``share`` > 1
+  the prompt's P positions once per ``share`` rows (``loss.share_prompt``)."""
   s = bc.SIZES[name]
   D, F, H, Hk = s["hidden"], s["mlp"], s["heads"], s["kv_heads"]
   Dh, L = D // H, P + T
@@ -131,12 +134,14 @@ def update_gemm_chain_s(name: str, rows: int, P: int, T: int, micro: int, reps: 
 
   def loss_fn(ws, x_MxLxD):
     M = x_MxLxD.shape[0]
-    x = x_MxLxD.reshape(M * L, D)
+    # The positions the update runs: each run's prompt once, every row's completion.
+    prompt_x = x_MxLxD[:, :P].reshape(M // share, share, P, D)[:, 0].reshape(-1, D)
+    x = jnp.concatenate([prompt_x, x_MxLxD[:, P:].reshape(M * T, D)])
     for wq, wk, wv, wo, wg, wu, wd in ws["layers"]:
       kv = jnp.tile((x @ wk) * (x @ wv), (1, H // Hk))  # every product reaches the loss
       x = x + (x @ wq + kv) @ wo
       x = x + ((x @ wg) * (x @ wu)) @ wd
-    logits = x.reshape(M, L, D)[:, P:].reshape(M * T, D) @ ws["unembed"]
+    logits = x[-M * T :] @ ws["unembed"]
     return jnp.mean(logits * logits), ({}, {})
 
   k = microbatch.num_parts(rows, micro, "micro")
@@ -167,17 +172,26 @@ def sampling_bound(name: str, rows: int, P: int, T: int, read_gb_s: float, ceili
 
 
 def rl_step_bound(
-  name: str, rows: int, P: int, T: int, micro: int, read_gb_s: float, ceiling: float
+  name: str,
+  rows: int,
+  P: int,
+  T: int,
+  micro: int,
+  read_gb_s: float,
+  ceiling: float,
+  share: int = 1,
 ) -> dict:
-  """One RL step of ``rows`` completions at best: the sampling bound plus the update's GEMMs."""
+  """One RL step of ``rows`` completions at best: the sampling bound plus the update's GEMMs
+  (the prompt once per ``share`` rows, as the update runs it)."""
   sampling_s = sampling_bound(name, rows, P, T, read_gb_s, ceiling)["sampling_bound_s"]
-  update_s = update_gemm_chain_s(name, rows, P, T, micro)
-  # 3 × forward: projections at every position, unembedding at the completion's (no attention)
-  update_gflop = 3 * bc.flops_of(name).forward(rows * (P + T), rows * T, 0) / 1e9
+  update_s = update_gemm_chain_s(name, rows, P, T, micro, share)
+  # 3 × forward: projections at every position run, unembedding at the completion's
+  update_gflop = 3 * bc.flops_of(name).forward(rows / share * P + rows * T, rows * T, 0) / 1e9
   return {
     "model": name,
     "rows": rows,
     "micro": micro,
+    "rows_per_prompt": share,
     "devices": jax.device_count(),
     "sampling_bound_s": sampling_s,
     "update_gemms_s": update_s,
@@ -250,6 +264,13 @@ def main():
   ap.add_argument("--step_rows", type=int, default=64, help="RL step bound: rows; 0 skips")
   ap.add_argument("--step_new_tokens", type=int, default=64, help="RL step bound: new tokens")
   ap.add_argument("--micro_batch_size", type=int, default=8, help="RL step bound: update chunk")
+  ap.add_argument(
+    "--step_group",
+    type=int,
+    default=8,
+    help="RL step bound: rows per prompt, each prompt run once per group run as the update's "
+    "loss.share_prompt does (1 = once per row)",
+  )
   ap.add_argument("--gemms", default="6144x128x384,6144x384x128,6144x128x128,128x6144x384")
   ap.add_argument("--attention_slots", default="", help="e.g. 96,160,544,1056; '' skips")
   ap.add_argument(
@@ -274,8 +295,12 @@ def main():
     rows.append({"model": name, "B": B, **bound, "sampler_tok_s_bound": tok_s})
     print(json.dumps(rows[-1]), flush=True)
     if args.step_rows:
-      R, T = args.step_rows, args.step_new_tokens
-      steps.append(rl_step_bound(name, R, P, T, args.micro_batch_size, read, ceiling))
+      R, T, micro = args.step_rows, args.step_new_tokens, args.micro_batch_size
+      k = microbatch.num_parts(R, micro, "micro")
+      share = microbatch.group_run(
+        args.step_group, R, k, microbatch.row_blocks(R, k, len(jax.devices()))
+      )
+      steps.append(rl_step_bound(name, R, P, T, micro, read, ceiling, share))
       print(json.dumps(steps[-1]), flush=True)
   print(f"\nceiling {ceiling:.1f} GFLOP/s, read {read:.1f} GB/s")
   if rows:

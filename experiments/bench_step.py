@@ -2,7 +2,9 @@
 
 Same checkpoint (``bench_common``), same work: 8 prompts of 32 random tokens × 8 completions,
 64 new tokens each (no early stop), a cheap host-side reward, the GRPO surrogate with μ = 1, no
-KL (TRL's default β = 0), AdamW, fp32 everywhere. Both sides may accumulate gradients over
+KL (TRL's default β = 0), AdamW, fp32 everywhere. Ours runs each group's prompt through the
+model once in the update (``loss.share_prompt``; ``--share_prompt 0`` turns it off), the same
+gradient as one pass per row up to float rounding. Both sides may accumulate gradients over
 micro-batches (ours: ``--micro_batch_size``, default 8 rows, whose activations stay in the CPU's
 caches; TRL: each of ``--trl_micro_batch_sizes``, the ratio taken against its fastest); the
 gradient is the whole batch's either way. Ours goes through the library's own path
@@ -41,10 +43,11 @@ from grpo_jax import config as config_lib
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.train.checkpoint import Checkpointer
+from grpo_jax.train.microbatch import num_parts, row_blocks
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.rollout import SampleSettings, rollout
 from grpo_jax.train.state import init_state
-from grpo_jax.train.update import make_update_step
+from grpo_jax.train.update import make_update_step, prompt_share
 
 
 def reward_of(text: str) -> float:
@@ -73,26 +76,47 @@ class BenchTask:
     return [reward_of(c) for c in completions]
 
 
-def bench_config(B: int, G: int, T: int, micro: int = 0):
+def bench_config(B: int, G: int, T: int, micro: int = 0, share: bool = True):
   cfg = config_lib.base_config()
   cfg.sampling.prompts_per_step, cfg.sampling.group_size, cfg.sampling.max_new_tokens = B, G, T
   cfg.loss.micro_batch_size = micro
+  cfg.loss.share_prompt = share
   cfg.optimizer.warmup_steps = 0
   cfg.optimizer.learning_rate = 1e-6
   return cfg
 
 
-def update_flops(name: str, N: int, P: int, T: int) -> float:
+def rows_per_prompt(cfg, N: int) -> int:
+  """Rows per prompt pass of the update of N rows under ``cfg`` (1 = every row its own)."""
+  k = num_parts(N, int(cfg.loss.micro_batch_size), "micro_batch_size")
+  return prompt_share(cfg, N, k, row_blocks(N, k, jax.device_count()))
+
+
+def update_flops(name: str, N: int, P: int, T: int, share: int = 1) -> float:
+  """3 × forward of the work done: the prompt once per ``share`` rows (its causal pairs too),
+  every row's completion over its whole context, the completion positions unembedded."""
   f = bc.flops_of(name)
   L = P + T
-  return 3 * f.forward(N * L, N * T, N * bc.causal_pairs(P, L))
+  prompt_pairs = bc.causal_pairs(0, P)
+  completion_pairs = bc.causal_pairs(P, L) - prompt_pairs
+  pairs = N / share * prompt_pairs + N * completion_pairs
+  return 3 * f.forward(N / share * P + N * T, N * T, pairs)
 
 
 def ours(
-  name: str, B: int, G: int, P: int, T: int, steps: int, ceiling: float, counter, micro: int
+  name: str,
+  B: int,
+  G: int,
+  P: int,
+  T: int,
+  steps: int,
+  ceiling: float,
+  counter,
+  micro: int,
+  share: bool = True,
 ) -> dict:
   hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
-  cfg = bench_config(B, G, T, micro)
+  cfg = bench_config(B, G, T, micro, share)
   mesh = bc.mesh()
   optimizer = make_optimizer(cfg.optimizer)
   state = init_state(hf.params, optimizer, cfg)
@@ -151,17 +175,16 @@ def ours(
   ckpt.close()
   warm = per_step[1:] or per_step
   best = {k: min(s[k] for s in warm) for k in warm[0] if k.endswith("_s")}
+  rows_share = rows_per_prompt(cfg, B * G)
+  flops = update_flops(name, B * G, P, T, rows_share)
   return {
     "model": name,
     "step_s": best["total_s"],
     **{k: v for k, v in best.items() if k != "total_s"},
     "compiles_by_step": [s["compiles"] for s in per_step],
-    "update_mfu_pct": 100 * update_flops(name, B * G, P, T) / best["update_s"] / 1e9 / ceiling,
-    "step_flops_pct": 100
-    * (update_flops(name, B * G, P, T) / 3 * 4)
-    / best["total_s"]
-    / 1e9
-    / ceiling,
+    "rows_per_prompt": rows_share,
+    "update_mfu_pct": 100 * flops / best["update_s"] / 1e9 / ceiling,
+    "step_flops_pct": 100 * (flops / 3 * 4) / best["total_s"] / 1e9 / ceiling,
   }
 
 
@@ -226,11 +249,14 @@ def trl(name: str, B: int, G: int, P: int, T: int, steps: int, micro: int = 0) -
   return {"model": name, "trl_micro": micro, "trl_step_s": min(times), "trl_steps": times}
 
 
-def synthetic_update(hf, name: str, B: int, G: int, P: int, T: int, micro: int = 0):
-  """(update, state, batch) on random tokens, compiled (one call made) under the current
-  ``layers.FLATTEN_MATMULS``, accumulating over chunks of ``micro`` rows (0 = one pass)."""
+def synthetic_update(
+  hf, name: str, B: int, G: int, P: int, T: int, micro: int = 0, share: bool = True
+):
+  """(update, state, batch) on random tokens (one prompt per group), compiled (one call made)
+  under the current ``layers.FLATTEN_MATMULS``, accumulating over chunks of ``micro`` rows
+  (0 = one pass), each group's prompt run once if ``share``."""
   V = bc.SIZES[name]["vocab"]
-  cfg = bench_config(B, G, T, micro)
+  cfg = bench_config(B, G, T, micro, share)
   mesh = bc.mesh()
   optimizer = make_optimizer(cfg.optimizer)
   state = init_state(jax.tree.map(jax.numpy.copy, hf.params), optimizer, cfg)
@@ -238,8 +264,9 @@ def synthetic_update(hf, name: str, B: int, G: int, P: int, T: int, micro: int =
   state = jax.device_put(state, shardings)
   update = make_update_step(hf.graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
   N, rng = B * G, np.random.default_rng(0)
+  prompts_NxP = np.repeat(rng.integers(3, V, (B, P)), G, axis=0)
   batch = {
-    "tokens_NxL": rng.integers(3, V, (N, P + T)).astype(np.int32),
+    "tokens_NxL": np.concatenate([prompts_NxP, rng.integers(3, V, (N, T))], 1).astype(np.int32),
     "input_mask_NxL": np.ones((N, P + T), np.int32),
     "completion_mask_NxT": np.ones((N, T), np.int32),
     "sample_logps_NxT": np.zeros((N, T), np.float32),
@@ -249,7 +276,7 @@ def synthetic_update(hf, name: str, B: int, G: int, P: int, T: int, micro: int =
   }
   state, m = update(state, batch)
   jax.block_until_ready(m)
-  return update, state, batch
+  return update, state, batch, rows_per_prompt(cfg, N)
 
 
 def time_update(update, state, batch):
@@ -261,23 +288,24 @@ def time_update(update, state, batch):
 
 def ab_update(name: str, B: int, G: int, P: int, T: int, reps: int, ceiling: float, variants):
   """The update under each of ``variants`` ({label: (``layers.FLATTEN_MATMULS``, micro-batch
-  rows)}), compiled side by side and timed interleaved; speedup = first / last."""
+  rows, shared prompts)}), compiled side by side and timed interleaved; speedup = first / last.
+  MFU counts each variant's own work (a shared prompt's FLOPs once per run of rows)."""
   from grpo_jax.models import layers
 
   hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
-  runs = {}
-  for label, (flat, micro) in variants.items():
+  runs, shares = {}, {}
+  for label, (flat, micro, share) in variants.items():
     layers.FLATTEN_MATMULS = flat
-    runs[label] = list(synthetic_update(hf, name, B, G, P, T, micro))
+    *runs[label], shares[label] = synthetic_update(hf, name, B, G, P, T, micro, share)
   layers.FLATTEN_MATMULS = True
   best = dict.fromkeys(variants, float("inf"))
   for _ in range(reps):
     for label in variants:
       t, runs[label][1] = time_update(*runs[label])
       best[label] = min(best[label], t)
-  flops = update_flops(name, B * G, P, T) / 1e9
   row = {"model": name}
   for label, t in best.items():
+    flops = update_flops(name, B * G, P, T, shares[label]) / 1e9
     row[f"{label}_update_s"], row[f"{label}_mfu_pct"] = t, 100 * flops / t / ceiling
   first, *_, last = best.values()
   row["speedup"] = first / last
@@ -285,14 +313,14 @@ def ab_update(name: str, B: int, G: int, P: int, T: int, reps: int, ceiling: flo
   return row
 
 
-def update_growth(name: str, P: int, reps: int, micro: int) -> list[dict]:
+def update_growth(name: str, P: int, reps: int, micro: int, share: bool = True) -> list[dict]:
   """Update-step time vs completion length T (B = 8, G = 8) and vs G (B = 8, T = 64), on a
   synthetic batch (no sampling), in chunks of ``micro`` rows; one compile per shape."""
   hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
   rows = []
   for B, G, T in [(8, 8, 64), (8, 8, 128), (8, 8, 256), (8, 8, 512), (8, 4, 64), (8, 16, 64)]:
     N = B * G
-    update, state, batch = synthetic_update(hf, name, B, G, P, T, micro)
+    update, state, batch, _ = synthetic_update(hf, name, B, G, P, T, micro, share)
     best = float("inf")
     for _ in range(reps):
       t, state = time_update(update, state, batch)
@@ -327,6 +355,12 @@ def main():
     help="rows per gradient-accumulation chunk of our update (loss.micro_batch_size); 0 = all",
   )
   ap.add_argument(
+    "--share_prompt",
+    type=int,
+    default=1,
+    help="1: each group's prompt runs once in our update (loss.share_prompt); 0: once per row",
+  )
+  ap.add_argument(
     "--trl_micro_batch_sizes",
     default="0,8",
     help="TRL's per-device train batch sizes to run (0 = all rows, no accumulation); the "
@@ -342,6 +376,9 @@ def main():
   ap.add_argument("--ab", default="", help="sizes of the plain/flat update A/B: tiny,small")
   ap.add_argument(
     "--ab_micro", default="", help="sizes of the whole-batch/micro-batched update A/B: tiny,small"
+  )
+  ap.add_argument(
+    "--ab_share", default="", help="sizes of the per-row/shared-prompt update A/B: tiny,small"
   )
   ap.add_argument("--ab_reps", type=int, default=3)
   ap.add_argument("--torch_threads", type=int, default=1, help="0 = torch's default")
@@ -360,11 +397,14 @@ def main():
   ceiling = info["ceiling"]["gflops"]
   B, G, P, T = args.prompts, args.group, args.prompt_len, args.new_tokens
   micro, trl_micros = args.micro_batch_size, args.trl_micro_batch_sizes.split(",")
+  share = bool(args.share_prompt)
   rows = []
   for name in filter(None, args.sizes.split(",")):
-    row = ours(name, B, G, P, T, args.steps, ceiling, counter, micro)
+    row = ours(name, B, G, P, T, args.steps, ceiling, counter, micro, share)
     if args.bound:  # the same step at this machine's bound, measured next (before torch runs)
-      bound = bound_lib.rl_step_bound(name, B * G, P, T, micro, info["read_gb_s"], ceiling)
+      bound = bound_lib.rl_step_bound(
+        name, B * G, P, T, micro, info["read_gb_s"], ceiling, row["rows_per_prompt"]
+      )
       row.update({k: v for k, v in bound.items() if k not in row})
       row["step_pct_of_bound"] = 100 * row["step_bound_s"] / row["step_s"]
     if args.trl_steps:
@@ -380,17 +420,19 @@ def main():
       row["ratio_bound_vs_trl"] = row["trl_step_s"] / row["step_bound_s"]
     rows.append(row)
     print(json.dumps(row), flush=True)
+  variants = {
+    "ab": {"plain": (False, 0, share), "flat": (True, 0, share)},
+    "ab_micro": {"whole": (True, 0, share), "micro": (True, micro, share)},
+    "ab_share": {"per_row": (True, micro, False), "shared": (True, micro, True)},
+  }
   ab = [
-    ab_update(n, B, G, P, T, args.ab_reps, ceiling, {"plain": (False, 0), "flat": (True, 0)})
-    for n in filter(None, args.ab.split(","))
-  ]
-  ab += [
-    ab_update(n, B, G, P, T, args.ab_reps, ceiling, {"whole": (True, 0), "micro": (True, micro)})
-    for n in filter(None, args.ab_micro.split(","))
+    ab_update(n, B, G, P, T, args.ab_reps, ceiling, pair)
+    for flag, pair in variants.items()
+    for n in filter(None, getattr(args, flag).split(","))
   ]
   grow = []
   for name in filter(None, args.growth_sizes.split(",")):
-    grow += update_growth(name, P, args.growth_reps, micro)
+    grow += update_growth(name, P, args.growth_reps, micro, share)
   info["ceiling_end"] = bc.matmul_ceiling(sizes=(1024,))
   print(f"\nceiling {ceiling:.1f} GFLOP/s (end of run: {info['ceiling_end']['gflops']:.1f})")
   cols = [

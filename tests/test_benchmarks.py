@@ -43,7 +43,7 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
   res = run_bench(
     "bench_step.py",
     ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "3",
-     "--trl_steps", "0", "--micro_batch_size", "4", "--growth_sizes", "", "--ab_micro", "tiny",
+     "--trl_steps", "0", "--micro_batch_size", "4", "--growth_sizes", "", "--ab_share", "tiny",
      "--ab_reps", "1", "--bound"],
     tmp_path,
   )  # fmt: skip
@@ -53,12 +53,18 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
     assert row[key] > 0, key
   assert 0 < row["update_mfu_pct"] < 100
   assert "ratio_vs_trl" not in row and "ratio_bound_vs_trl" not in row  # TRL skipped
-  # The bound of the same step: 8 rows, 8 new tokens, the update in chunks of 4 rows.
-  assert (row["rows"], row["micro"], row["devices"]) == (8, 4, 1)
+  # The bound of the same step: 8 rows, 8 new tokens, the update in chunks of 4 rows (one group
+  # each, its prompt run once).
+  assert (row["rows"], row["micro"], row["devices"], row["rows_per_prompt"]) == (8, 4, 1, 4)
   assert row["step_bound_s"] == pytest.approx(row["sampling_bound_s"] + row["update_gemms_s"])
   assert row["step_pct_of_bound"] == pytest.approx(100 * row["step_bound_s"] / row["step_s"])
   (ab,) = res["ab"]
-  assert ab["speedup"] == pytest.approx(ab["whole_update_s"] / ab["micro_update_s"])
+  assert ab["speedup"] == pytest.approx(ab["per_row_update_s"] / ab["shared_update_s"])
+  # MFU counts each variant's own work: 2 prompts × 32 + 8 × 8 positions against 8 × 40.
+  work = (
+    ab["shared_mfu_pct"] * ab["shared_update_s"] / (ab["per_row_mfu_pct"] * ab["per_row_update_s"])
+  )
+  assert 0.3 < work < 0.6
 
 
 def test_bench_sampler_counts_every_token(tmp_path):
@@ -81,17 +87,19 @@ def test_bench_decode_bound_bounds_and_gemms(tmp_path):
     "bench_decode_bound.py",
     ["--sizes", "tiny", "--batch", "8", "--gemms", "64x32x16", "--attention_slots", "32",
      "--cpu_devices", "2", "--step_rows", "8", "--step_new_tokens", "8", "--micro_batch_size",
-     "2"],
+     "4", "--step_group", "4"],
     tmp_path,
   )  # fmt: skip
   (row,) = res["bounds"]
   # Adding the KV read and the prefill can only lower the GEMMs-only bound.
   assert 0 < row["sampler_tok_s_bound"] < row["gemm_chain_tok_s_bound"]
   (step,) = res["step_bounds"]
-  assert (step["rows"], step["micro"], step["devices"]) == (8, 2, 2)
+  # Chunks of 4 rows over 2 devices: 2 rows of a group of 4 per device and chunk share a prompt.
+  assert (step["rows"], step["micro"], step["devices"], step["rows_per_prompt"]) == (8, 4, 2, 2)
   assert step["step_bound_s"] == pytest.approx(step["sampling_bound_s"] + step["update_gemms_s"])
-  # 3 × (8 rows × (32 + 8) positions × dense + 8 × 8 unembedded) at the reported rate.
-  f = 3 * (8 * 40 * 4 * 2 * (128 * 128 * 2 + 128 * 64 * 2 + 3 * 128 * 384) + 64 * 2 * 128 * 1024)
+  # 3 × ((8 / 2 prompts × 32 + 8 rows × 8) positions × dense + 8 × 8 unembedded) at the rate.
+  dense = 4 * 2 * (128 * 128 * 2 + 128 * 64 * 2 + 3 * 128 * 384)
+  f = 3 * ((4 * 32 + 8 * 8) * dense + 64 * 2 * 128 * 1024)
   assert step["update_gemms_gflops"] == pytest.approx(f / step["update_gemms_s"] / 1e9)
   (gemm,) = res["gemms"]
   assert gemm["gemm"] == "64x32x16" and gemm["gflops"] > 0

@@ -25,7 +25,6 @@ Batch keys (N rows, P prompt tokens, T completion tokens, L = P + T):
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +38,7 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.models.chunked_logps import chunked_token_logps
 from grpo_jax.train.microbatch import (
   accumulate_grads,
+  group_run,
   map_rows,
   num_parts,
   row_blocks,
@@ -68,14 +68,10 @@ def rollout_metrics(batch: dict, logps_NxT) -> dict:
 
 def prompt_share(cfg, num_rows: int, parts: int, blocks: int) -> int:
   """Rows per shared prompt pass when ``num_rows`` rows are split into ``parts`` parts over
-  ``blocks`` device blocks (``microbatch.split_rows``); 1 = no sharing.
-
-  A part is ``blocks`` sub-blocks of m = num_rows / (blocks·parts) consecutive rows, each
-  starting at a multiple of m, so its aligned runs of gcd(G, m) rows lie inside one group.
-  """
+  ``blocks`` device blocks: ``microbatch.group_run`` with loss.share_prompt, else 1."""
   if not cfg.loss.share_prompt:
     return 1
-  return math.gcd(int(cfg.sampling.group_size), num_rows // (blocks * parts))
+  return group_run(int(cfg.sampling.group_size), num_rows, parts, blocks)
 
 
 def check_shared_prompts(batch: dict, group_size: int, prompt_len: int) -> None:
