@@ -57,6 +57,7 @@ import jax.numpy as jnp
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.layers import attend_cached
+from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.train import microbatch
 
 
@@ -297,9 +298,7 @@ def main():
     if args.step_rows:
       R, T, micro = args.step_rows, args.step_new_tokens, args.micro_batch_size
       k = microbatch.num_parts(R, micro, "micro")
-      share = microbatch.group_run(
-        args.step_group, R, k, microbatch.row_blocks(R, k, len(jax.devices()))
-      )
+      share = group_run(args.step_group, R, k, microbatch.row_blocks(R, k, len(jax.devices())))
       steps.append(rl_step_bound(name, R, P, T, micro, read, ceiling, share))
       print(json.dumps(steps[-1]), flush=True)
   print(f"\nceiling {ceiling:.1f} GFLOP/s, read {read:.1f} GB/s")

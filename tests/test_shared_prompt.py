@@ -1,8 +1,10 @@
-"""loss.share_prompt: each group's prompt through the model once (models/shared_prompt.py).
+"""Each group's prompt through the model once (models/shared_prompt.py): in the update
+(loss.share_prompt) and in the sampler's prefill (``prompt_share``).
 
 Same log-probs, entropies and gradients as the per-row forward for every family (sliding
 window, remat and the chunked vocabulary included), a row that does not share its run's prompt
-reads the run's, and the update with the key on equals the update with it off.
+reads the run's, the update with the key on equals the update with it off, and the sampler
+draws the same tokens with the same log-probs.
 """
 
 import re
@@ -13,8 +15,11 @@ import numpy as np
 import pytest
 from helpers_update import load, rel_diff, sgd_grad, synthetic_batch
 
-from grpo_jax import models
+from grpo_jax import models, sampling
+from grpo_jax import sharding as shard_lib
 from grpo_jax.models.chunked_logps import chunked_token_logps
+from grpo_jax.models.shared_prompt import group_run
+from grpo_jax.sampling.generate import SampleSettings, generate
 from grpo_jax.train.update import check_shared_prompts, prompt_share
 
 P, T, V = 10, 12, 97
@@ -187,3 +192,51 @@ def test_check_shared_prompts():
     check_shared_prompts(bad, G, P)
   with pytest.raises(ValueError, match="not groups of 3"):
     check_shared_prompts(batch, 3, P)
+
+
+def _sample(graphdef, params, tokens, mask, share, **kw):
+  prompt_NxP, mask_NxP = tokens[:, :P], mask[:, :P]
+  kw = dict(max_new_tokens=6, eos_id=V + 1, pad_id=0, prompt_share=share, **kw)
+  return sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(3), **kw)
+
+
+def test_sampler_prefills_each_prompt_once():
+  graphdef, params = _model()
+  tokens, mask = _batch(num_runs=4, share=4)
+  ref = _sample(graphdef, params, tokens, mask, 1)
+  for share in (2, 4):
+    out = _sample(graphdef, params, tokens, mask, share)
+    np.testing.assert_array_equal(out.tokens_NxT, ref.tokens_NxT)
+    np.testing.assert_allclose(out.logps_NxT, ref.logps_NxT, atol=1e-5)
+  # A row whose prompt differs from its run's first one is sampled after the run's prompt.
+  other = tokens.at[1, P - 2 : P].set(5)
+  shared = _sample(graphdef, params, other, mask, 2)
+  np.testing.assert_array_equal(shared.tokens_NxT, ref.tokens_NxT)
+  own = _sample(graphdef, params, other, mask, 1)
+  assert float(jnp.max(jnp.abs(own.logps_NxT[1] - shared.logps_NxT[1]))) > 1e-3
+  with pytest.raises(ValueError, match="prompt_share = 3"):
+    _sample(graphdef, params, tokens, mask, 3)
+
+
+class _Task:
+  pad_id, eos_id = 0, V + 1
+
+  def decode(self, tokens_NxT, mask_NxT):
+    return [" ".join(map(str, t[m > 0])) for t, m in zip(tokens_NxT, mask_NxT)]
+
+
+def test_generate_shares_prompts_within_each_devices_rows():
+  """16 rows in groups of 4 over 8 devices: runs of 2 rows (one device's) share a prefill."""
+  graphdef, params = _model()
+  tokens, mask = _batch(num_runs=4, share=4)
+  prompts_NxP = np.asarray(tokens[:, :P])
+  mesh = shard_lib.make_mesh(load().mesh, jax.devices())
+  assert shard_lib.batch_size_multiple(mesh) == 8 and group_run(4, 16, 1, 8) == 2
+  params = shard_lib.replicate(params, mesh)
+  run = lambda g: generate(
+    graphdef, params, _Task(), prompts_NxP, jax.random.key(0), SampleSettings(6), mesh, g
+  )
+  ref, out = run(1), run(4)
+  np.testing.assert_array_equal(out["tokens_NxT"], ref["tokens_NxT"])
+  np.testing.assert_allclose(out["logps_NxT"], ref["logps_NxT"], atol=1e-5)
+  assert out["completions"] == ref["completions"]

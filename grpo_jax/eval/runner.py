@@ -28,7 +28,7 @@ def sample_and_grade(graphdef, params, task, problems, num_samples: int, rng,
     chunk += [chunk[-1]] * (chunk_problems - real)
     prompts_NxP = np.repeat(task.encode_prompts(chunk), num_samples, axis=0)
     gen = generate(graphdef, params, task, prompts_NxP, jax.random.fold_in(rng, i), settings,
-                   mesh)
+                   mesh, num_samples)
     rows = real * num_samples
     problems_N = [p for p in chunk[:real] for _ in range(num_samples)]
     rewards_N = np.asarray(task.rewards(problems_N, gen["completions"][:rows]))

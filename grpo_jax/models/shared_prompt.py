@@ -15,6 +15,8 @@ Shape letters: N rows, U = N / share runs, P prompt slots, T = L − P completio
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -31,6 +33,15 @@ def repeat_runs(x_UxR: jax.Array, share: int) -> jax.Array:
   identical runs; its own transpose sums each run)."""
   U, rest = x_UxR.shape[0], x_UxR.shape[1:]
   return jnp.broadcast_to(x_UxR[:, None], (U, share, *rest)).reshape(U * share, *rest)
+
+
+def group_run(group_size: int, num_rows: int, parts: int = 1, blocks: int = 1) -> int:
+  """Rows of a part that certainly belong to one group of ``group_size`` consecutive rows, in
+  aligned runs, when ``num_rows`` rows are split into ``parts`` parts over ``blocks`` device
+  blocks (``train.microbatch.split_rows``): a part is ``blocks`` sub-blocks of
+  m = num_rows / (blocks·parts) consecutive rows, each starting at a multiple of m, so its
+  aligned runs of gcd(G, m) rows never cross a group boundary (a multiple of G)."""
+  return math.gcd(int(group_size), num_rows // (blocks * parts))
 
 
 def check_share(num_rows: int, prompt_len: int, length: int, share: int) -> None:

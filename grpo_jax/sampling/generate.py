@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.sampling.sampler import sample
 
 
@@ -28,10 +29,25 @@ class SampleSettings:
     )
 
 
-def generate(graphdef, params, task, prompts_NxP: np.ndarray, rng, settings: SampleSettings, mesh):
-  """Samples one completion per prompt row; returns host arrays and decoded completions."""
+def generate(
+  graphdef,
+  params,
+  task,
+  prompts_NxP: np.ndarray,
+  rng,
+  settings: SampleSettings,
+  mesh,
+  group_size: int = 1,
+):
+  """Samples one completion per prompt row; returns host arrays and decoded completions.
+
+  ``group_size``: the rows come in groups of that many consecutive copies of one prompt (every
+  process's rows whole groups), whose prompts are prefilled once per device-local run.
+  """
   prompt_mask_NxP = (prompts_NxP != task.pad_id).astype(np.int32)
   batch = shard_lib.shard_batch({"p": prompts_NxP, "m": prompt_mask_NxP}, mesh)
+  N, devices = batch["p"].shape[0], shard_lib.batch_size_multiple(mesh)  # all processes' rows
+  blocks = devices if N % devices == 0 else 1  # the device-local runs
   # Under the mesh: the model's activation and KV-cache layout constraints apply.
   out = shard_lib.under_mesh(sample, mesh)(
     graphdef,
@@ -45,6 +61,7 @@ def generate(graphdef, params, task, prompts_NxP: np.ndarray, rng, settings: Sam
     temperature=settings.temperature,
     top_k=settings.top_k,
     top_p=settings.top_p,
+    prompt_share=group_run(group_size, N, 1, blocks),
   )
   out = shard_lib.local_rows(out, mesh)  # this process's rows (all rows with one process)
   tokens_NxT = np.asarray(out.tokens_NxT)

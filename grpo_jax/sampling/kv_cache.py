@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from grpo_jax import sharding_rules as rules
+from grpo_jax.models.shared_prompt import repeat_runs, run_heads
 from grpo_jax.models.transformer import (
   Transformer,
   causal_mask,
@@ -53,22 +54,30 @@ class KVCache:
 
 
 def prefill(
-  model: Transformer, prompt_NxP: jax.Array, prompt_mask_NxP: jax.Array, num_slots: int
+  model: Transformer,
+  prompt_NxP: jax.Array,
+  prompt_mask_NxP: jax.Array,
+  num_slots: int,
+  share: int = 1,
 ) -> tuple[jax.Array, KVCache]:
   """Runs the prompt once; returns the next-token logits_NxV (compute dtype) and a cache of
   ``num_slots`` ≥ P slots holding the prompt's keys and values in slots [0, P).
 
-  Only the last position is unembedded: a P×V logits tensor is never built.
+  Only the last position is unembedded: a P×V logits tensor is never built. ``share`` > 1:
+  the rows come in aligned runs of ``share`` with the same prompt (G samples of one prompt);
+  each run's prompt is run once and its logits and keys/values repeated to the run's rows.
   """
   N, P = prompt_NxP.shape
-  tokens_NxP = real_tokens(prompt_NxP, prompt_mask_NxP)
-  h_NxPxD, kvs = model(
-    tokens_NxP, positions_from_mask(prompt_mask_NxP), causal_mask(prompt_mask_NxP)
+  heads = lambda x_NxR: run_heads(x_NxR, share) if share > 1 else x_NxR
+  repeat = lambda x_UxR: repeat_runs(x_UxR, share) if share > 1 else x_UxR
+  mask_UxP = heads(prompt_mask_NxP)
+  h_UxPxD, kvs = model(
+    real_tokens(heads(prompt_NxP), mask_UxP), positions_from_mask(mask_UxP), causal_mask(mask_UxP)
   )
-  logits_NxV = model.logits(h_NxPxD[:, -1])
+  logits_NxV = repeat(model.logits(h_UxPxD[:, -1]))
   cache = KVCache(
-    k_NxHkxDhxS=tuple(jnp.transpose(k, (0, 2, 3, 1)) for k, _ in kvs),
-    v_NxHkxSxDh=tuple(jnp.swapaxes(v, 1, 2) for _, v in kvs),
+    k_NxHkxDhxS=tuple(repeat(jnp.transpose(k, (0, 2, 3, 1))) for k, _ in kvs),
+    v_NxHkxSxDh=tuple(repeat(jnp.swapaxes(v, 1, 2)) for _, v in kvs),
     valid_NxS=prompt_mask_NxP.astype(bool),
     positions_N=jnp.sum(prompt_mask_NxP.astype(jnp.int32), axis=1),
     index=jnp.asarray(P, jnp.int32),

@@ -96,6 +96,7 @@ def _emit(
     "top_k",
     "top_p",
     "first_bucket",
+    "prompt_share",
   ),
 )
 def _sample_jit(
@@ -112,6 +113,7 @@ def _sample_jit(
   top_k,
   top_p,
   first_bucket,
+  prompt_share,
 ) -> SampleOutput:
   model = nnx.merge(graphdef, params)
   N, P = prompt_NxP.shape
@@ -126,7 +128,7 @@ def _sample_jit(
     top_p=top_p,
   )
   limits = cache_buckets(T, first_bucket)
-  logits_NxV, cache = prefill(model, prompt_NxP, prompt_mask_NxP, P + limits[0])
+  logits_NxV, cache = prefill(model, prompt_NxP, prompt_mask_NxP, P + limits[0], prompt_share)
   state = DecodeState(
     t=jnp.asarray(0, jnp.int32),
     last_token_N=jnp.zeros((N,), jnp.int32),
@@ -171,6 +173,7 @@ def sample(
   top_k: int = 0,
   top_p: float = 1.0,
   first_bucket: int = FIRST_BUCKET,
+  prompt_share: int = 1,
 ) -> SampleOutput:
   """Samples up to ``max_new_tokens`` tokens after each LEFT-padded prompt.
 
@@ -187,11 +190,15 @@ def sample(
   those log-probs (importance ratios are then biased; keep truncation off for training).
   ``first_bucket``: the cache starts at P + first_bucket slots and doubles (see
   ``FIRST_BUCKET``); 0 keeps one static cache of P + T slots. Same tokens either way.
+  ``prompt_share`` > 1: the rows come in aligned runs of that many identical prompts (the G
+  samples of one prompt), and each run's prompt is prefilled once (``kv_cache.prefill``).
   Prompt arrays may be sharded over a mesh's batch axis (params replicated); the outputs
   follow the batch sharding. Every row needs at least one real prompt token.
   """
   if max_new_tokens < 1:
     raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+  if prompt_share < 1 or prompt_NxP.shape[0] % prompt_share:
+    raise ValueError(f"prompt_share = {prompt_share} must be >= 1 and divide the rows")
   if temperature < 0 or not 0.0 < top_p <= 1.0 or top_k < 0:
     raise ValueError(
       f"bad sampling settings: temperature={temperature}, top_k={top_k}, top_p={top_p}"
@@ -209,4 +216,5 @@ def sample(
     top_k=int(top_k),
     top_p=float(top_p),
     first_bucket=int(first_bucket),
+    prompt_share=int(prompt_share),
   )

@@ -12,8 +12,6 @@ stmt 13): accumulation adds, never averages.
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 
@@ -30,14 +28,6 @@ def num_parts(num_rows: int, part_rows: int, what: str) -> int:
 def row_blocks(num_rows: int, k: int, devices: int) -> int:
   """D if the rows split into D device blocks of k equal parts each, else 1 (plain slices)."""
   return devices if devices > 1 and num_rows % (devices * k) == 0 else 1
-
-
-def group_run(group_size: int, num_rows: int, k: int, blocks: int = 1) -> int:
-  """Rows of a part (:func:`split_rows`) that certainly belong to one group, in aligned runs:
-  a part is ``blocks`` sub-blocks of m = num_rows / (blocks·k) consecutive rows, each starting
-  at a multiple of m, so its aligned runs of gcd(G, m) rows never cross a group boundary (a
-  multiple of G)."""
-  return math.gcd(int(group_size), num_rows // (blocks * k))
 
 
 def split_rows(tree, k: int, blocks: int = 1):

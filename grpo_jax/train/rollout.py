@@ -21,7 +21,7 @@ def rollout(graphdef, params, task, problems, group_size: int, rng, settings: Sa
     return strategy.rollout(graphdef, params, task, problems, group_size, rng, settings, mesh)
   prompts_BxP = task.encode_prompts(problems)
   prompts_NxP = np.repeat(prompts_BxP, group_size, axis=0)
-  gen = generate(graphdef, params, task, prompts_NxP, rng, settings, mesh)
+  gen = generate(graphdef, params, task, prompts_NxP, rng, settings, mesh, group_size)
   problems_N = [p for p in problems for _ in range(group_size)]
   rewards_N = np.asarray(task.rewards(problems_N, gen["completions"]), np.float32)
   group_ids_N = np.repeat(np.arange(len(problems), dtype=np.int32), group_size)

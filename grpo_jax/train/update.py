@@ -36,9 +36,9 @@ from grpo_jax import losses as loss_lib
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.chunked_logps import chunked_token_logps
+from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.train.microbatch import (
   accumulate_grads,
-  group_run,
   map_rows,
   num_parts,
   row_blocks,
@@ -68,7 +68,7 @@ def rollout_metrics(batch: dict, logps_NxT) -> dict:
 
 def prompt_share(cfg, num_rows: int, parts: int, blocks: int) -> int:
   """Rows per shared prompt pass when ``num_rows`` rows are split into ``parts`` parts over
-  ``blocks`` device blocks: ``microbatch.group_run`` with loss.share_prompt, else 1."""
+  ``blocks`` device blocks: ``shared_prompt.group_run`` with loss.share_prompt, else 1."""
   if not cfg.loss.share_prompt:
     return 1
   return group_run(int(cfg.sampling.group_size), num_rows, parts, blocks)
