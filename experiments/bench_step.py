@@ -40,7 +40,7 @@ import jax
 import numpy as np
 
 from grpo_jax import config as config_lib
-from grpo_jax import models
+from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
@@ -313,6 +313,43 @@ def ab_update(name: str, B: int, G: int, P: int, T: int, reps: int, ceiling: flo
   return row
 
 
+def ab_prefill(name: str, B: int, G: int, P: int, T: int, reps: int) -> dict:
+  """The RL step's sampling (B prompts × G rows, T new tokens, no early stop) with every row's
+  prompt prefilled (``prompt_share`` 1) against each group's once (G), compiled side by side
+  and timed interleaved on the library's mesh."""
+  hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
+  mesh = bc.mesh()
+  params = shard_lib.replicate(hf.params, mesh)
+  prompts_NxP = np.repeat(bc.random_prompts(B, P, bc.SIZES[name]["vocab"]), G, axis=0)
+  batch = shard_lib.shard_batch({"p": prompts_NxP, "m": np.ones_like(prompts_NxP)}, mesh)
+  kw = dict(max_new_tokens=T, eos_id=-1, pad_id=bc.PAD_ID)
+  runs = {
+    label: lambda share=share: jax.block_until_ready(
+      shard_lib.under_mesh(sampling.sample, mesh)(
+        hf.graphdef, params, batch["p"], batch["m"], jax.random.key(0), prompt_share=share, **kw
+      )
+    )
+    for label, share in {"per_row": 1, "shared": G}.items()
+  }
+  outs = {label: run() for label, run in runs.items()}  # compiled here
+  # Same draws; the prefill's GEMMs over N/G instead of N rows round differently, so a draw
+  # that lands within that rounding of a CDF boundary may differ (and its row after it).
+  tokens = [np.asarray(o.tokens_NxT) for o in outs.values()]
+  logps = [np.asarray(o.logps_NxT) for o in outs.values()]
+  same_rows = float(np.mean(np.all(tokens[0] == tokens[1], axis=1)))
+  first_diff = float(np.max(np.abs(logps[0][:, 0] - logps[1][:, 0])))
+  best = dict.fromkeys(runs, float("inf"))
+  for _ in range(reps):
+    for label, run in runs.items():
+      best[label] = min(best[label], bc.best_of(run, 1))
+  row = {"model": name, "rows": B * G, "same_rows_frac": same_rows}
+  row["first_logp_max_diff"] = first_diff
+  row.update({f"{label}_sampling_s": t for label, t in best.items()})
+  row["speedup"] = best["per_row"] / best["shared"]
+  print(json.dumps(row), flush=True)
+  return row
+
+
 def update_growth(name: str, P: int, reps: int, micro: int, share: bool = True) -> list[dict]:
   """Update-step time vs completion length T (B = 8, G = 8) and vs G (B = 8, T = 64), on a
   synthetic batch (no sampling), in chunks of ``micro`` rows; one compile per shape."""
@@ -380,6 +417,9 @@ def main():
   ap.add_argument(
     "--ab_share", default="", help="sizes of the per-row/shared-prompt update A/B: tiny,small"
   )
+  ap.add_argument(
+    "--ab_prefill", default="", help="sizes of the per-row/shared prefill sampling A/B: tiny,small"
+  )
   ap.add_argument("--ab_reps", type=int, default=3)
   ap.add_argument("--torch_threads", type=int, default=1, help="0 = torch's default")
   ap.add_argument("--cpu_devices", type=int, default=0, help="0 = jax's default (one)")
@@ -430,6 +470,7 @@ def main():
     for flag, pair in variants.items()
     for n in filter(None, getattr(args, flag).split(","))
   ]
+  ab += [ab_prefill(n, B, G, P, T, args.ab_reps) for n in filter(None, args.ab_prefill.split(","))]
   grow = []
   for name in filter(None, args.growth_sizes.split(",")):
     grow += update_growth(name, P, args.growth_reps, micro, share)

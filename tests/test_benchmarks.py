@@ -44,7 +44,7 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
     "bench_step.py",
     ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "3",
      "--trl_steps", "0", "--micro_batch_size", "4", "--growth_sizes", "", "--ab_share", "tiny",
-     "--ab_reps", "1", "--bound"],
+     "--ab_prefill", "tiny", "--ab_reps", "1", "--bound"],
     tmp_path,
   )  # fmt: skip
   (row,) = res["step"]
@@ -58,8 +58,13 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
   assert (row["rows"], row["micro"], row["devices"], row["rows_per_prompt"]) == (8, 4, 1, 4)
   assert row["step_bound_s"] == pytest.approx(row["sampling_bound_s"] + row["update_gemms_s"])
   assert row["step_pct_of_bound"] == pytest.approx(100 * row["step_bound_s"] / row["step_s"])
-  (ab,) = res["ab"]
+  ab, prefill = res["ab"]
   assert ab["speedup"] == pytest.approx(ab["per_row_update_s"] / ab["shared_update_s"])
+  assert prefill["speedup"] == pytest.approx(
+    prefill["per_row_sampling_s"] / prefill["shared_sampling_s"]
+  )
+  # One prefill per group draws the same tokens up to float rounding of the first logits.
+  assert prefill["first_logp_max_diff"] < 1e-4 and prefill["same_rows_frac"] > 0.5
   # MFU counts each variant's own work: 2 prompts × 32 + 8 × 8 positions against 8 × 40.
   work = (
     ab["shared_mfu_pct"] * ab["shared_update_s"] / (ab["per_row_mfu_pct"] * ab["per_row_update_s"])
