@@ -23,7 +23,9 @@ script measures both in isolation, in the same process, next to the machine's ma
   A lower bound on any update built on XLA:CPU's GEMMs at these shapes.
 * ``step_bound_s`` (``rl_step_bound``): one RL step of ``bench_step.py`` (N = prompts × group
   rows, P prompt and T new tokens) at best: T decode steps of the GEMM chain at N rows, each
-  reading the KV cache once, the prefill at the ceiling, and the update's GEMM chain.
+  reading the KV cache once, the prefill at the ceiling, and the update's GEMM chain; each
+  group's prompt (``--step_group`` rows) runs once in the prefill and in the update, as the
+  sampler's ``prompt_share`` and the update's ``loss.share_prompt`` run it.
   ``bench_step.py --bound`` measures it in the same run as TRL's step, so the best ratio this
   machine allows sits next to the measured one.
 
@@ -154,14 +156,17 @@ def update_gemm_chain_s(
   return bc.best_of(run, reps)
 
 
-def sampling_bound(name: str, rows: int, P: int, T: int, read_gb_s: float, ceiling: float) -> dict:
+def sampling_bound(
+  name: str, rows: int, P: int, T: int, read_gb_s: float, ceiling: float, prefill_share: int = 1
+) -> dict:
   """A sampling run of ``rows`` rows, P prompt and T new tokens, at best: T steps of the GEMM
-  chain, each reading the KV cache at its mean context once, and the prefill at the ceiling."""
+  chain, each reading the KV cache at its mean context once, and the prefill at the ceiling
+  (one per ``prefill_share`` rows, as the sampler's ``prompt_share``)."""
   t = gemm_chain_step_s(name, rows)
   f = bc.flops_of(name)
   mem = step_bytes(name, rows, P + T / 2)
   kv_read_s = mem["kv_mb"] / 1e3 / read_gb_s
-  prefill_s = rows * P * f.dense / 1e9 / ceiling
+  prefill_s = rows / prefill_share * P * f.dense / 1e9 / ceiling
   return {
     "gemm_chain_ms_per_step": 1e3 * t,
     "gemm_chain_gflops": rows * (f.dense + f.unembed) / t / 1e9,
@@ -180,11 +185,19 @@ def rl_step_bound(
   micro: int,
   read_gb_s: float,
   ceiling: float,
-  share: int = 1,
+  group: int = 1,
+  share_prompt: bool = True,
 ) -> dict:
-  """One RL step of ``rows`` completions at best: the sampling bound plus the update's GEMMs
-  (the prompt once per ``share`` rows, as the update runs it)."""
-  sampling_s = sampling_bound(name, rows, P, T, read_gb_s, ceiling)["sampling_bound_s"]
+  """One RL step of ``rows`` completions in groups of ``group`` at best: the sampling bound
+  plus the update's GEMMs, each prompt run once per device-local run of its group in the
+  prefill (as the sampler does) and, with ``share_prompt``, in the update (as
+  ``loss.share_prompt`` does: per run inside a chunk of ``micro`` rows)."""
+  devices = jax.device_count()
+  k = microbatch.num_parts(rows, micro, "micro")
+  share = group_run(group, rows, k, microbatch.row_blocks(rows, k, devices)) if share_prompt else 1
+  prefill_share = group_run(group, rows, 1, microbatch.row_blocks(rows, 1, devices))
+  sampling = sampling_bound(name, rows, P, T, read_gb_s, ceiling, prefill_share)
+  sampling_s = sampling["sampling_bound_s"]
   update_s = update_gemm_chain_s(name, rows, P, T, micro, share)
   # 3 × forward: projections at every position run, unembedding at the completion's
   update_gflop = 3 * bc.flops_of(name).forward(rows / share * P + rows * T, rows * T, 0) / 1e9
@@ -193,7 +206,8 @@ def rl_step_bound(
     "rows": rows,
     "micro": micro,
     "rows_per_prompt": share,
-    "devices": jax.device_count(),
+    "rows_per_prefill": prefill_share,
+    "devices": devices,
     "sampling_bound_s": sampling_s,
     "update_gemms_s": update_s,
     "update_gemms_gflops": update_gflop / update_s,
@@ -269,8 +283,8 @@ def main():
     "--step_group",
     type=int,
     default=8,
-    help="RL step bound: rows per prompt, each prompt run once per group run as the update's "
-    "loss.share_prompt does (1 = once per row)",
+    help="RL step bound: rows per prompt, each prompt run once per device-local run of its "
+    "group in the prefill and the update (1 = once per row)",
   )
   ap.add_argument("--gemms", default="6144x128x384,6144x384x128,6144x128x128,128x6144x384")
   ap.add_argument("--attention_slots", default="", help="e.g. 96,160,544,1056; '' skips")
@@ -297,9 +311,7 @@ def main():
     print(json.dumps(rows[-1]), flush=True)
     if args.step_rows:
       R, T, micro = args.step_rows, args.step_new_tokens, args.micro_batch_size
-      k = microbatch.num_parts(R, micro, "micro")
-      share = group_run(args.step_group, R, k, microbatch.row_blocks(R, k, len(jax.devices())))
-      steps.append(rl_step_bound(name, R, P, T, micro, read, ceiling, share))
+      steps.append(rl_step_bound(name, R, P, T, micro, read, ceiling, args.step_group))
       print(json.dumps(steps[-1]), flush=True)
   print(f"\nceiling {ceiling:.1f} GFLOP/s, read {read:.1f} GB/s")
   if rows:

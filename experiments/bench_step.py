@@ -443,7 +443,7 @@ def main():
     row = ours(name, B, G, P, T, args.steps, ceiling, counter, micro, share)
     if args.bound:  # the same step at this machine's bound, measured next (before torch runs)
       bound = bound_lib.rl_step_bound(
-        name, B * G, P, T, micro, info["read_gb_s"], ceiling, row["rows_per_prompt"]
+        name, B * G, P, T, micro, info["read_gb_s"], ceiling, G, share
       )
       row.update({k: v for k, v in bound.items() if k not in row})
       row["step_pct_of_bound"] = 100 * row["step_bound_s"] / row["step_s"]

@@ -56,6 +56,7 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
   # The bound of the same step: 8 rows, 8 new tokens, the update in chunks of 4 rows (one group
   # each, its prompt run once).
   assert (row["rows"], row["micro"], row["devices"], row["rows_per_prompt"]) == (8, 4, 1, 4)
+  assert row["rows_per_prefill"] == 4
   assert row["step_bound_s"] == pytest.approx(row["sampling_bound_s"] + row["update_gemms_s"])
   assert row["step_pct_of_bound"] == pytest.approx(100 * row["step_bound_s"] / row["step_s"])
   ab, prefill = res["ab"]
@@ -101,6 +102,7 @@ def test_bench_decode_bound_bounds_and_gemms(tmp_path):
   (step,) = res["step_bounds"]
   # Chunks of 4 rows over 2 devices: 2 rows of a group of 4 per device and chunk share a prompt.
   assert (step["rows"], step["micro"], step["devices"], step["rows_per_prompt"]) == (8, 4, 2, 2)
+  assert step["rows_per_prefill"] == 4  # each device's 4 rows: one group, one prefill
   assert step["step_bound_s"] == pytest.approx(step["sampling_bound_s"] + step["update_gemms_s"])
   # 3 × ((8 / 2 prompts × 32 + 8 rows × 8) positions × dense + 8 × 8 unembedded) at the rate.
   dense = 4 * 2 * (128 * 128 * 2 + 128 * 64 * 2 + 3 * 128 * 384)
