@@ -68,18 +68,16 @@ def prefill(
   each run's prompt is run once and its logits and keys/values repeated to the run's rows.
   """
   N, P = prompt_NxP.shape
-  heads = lambda x_NxR: run_heads(x_NxR, share) if share > 1 else x_NxR
-  repeat = lambda x_UxR: repeat_runs(x_UxR, share) if share > 1 else x_UxR
-  mask_UxP = heads(prompt_mask_NxP)
-  h_UxPxD, kvs = model(
-    real_tokens(heads(prompt_NxP), mask_UxP), positions_from_mask(mask_UxP), causal_mask(mask_UxP)
-  )
+  repeat = lambda x_UxR: repeat_runs(x_UxR, share)  # both identities at share = 1
+  mask_UxP = run_heads(prompt_mask_NxP, share)
+  tokens_UxP = real_tokens(run_heads(prompt_NxP, share), mask_UxP)
+  h_UxPxD, kvs = model(tokens_UxP, positions_from_mask(mask_UxP), causal_mask(mask_UxP))
   logits_NxV = repeat(model.logits(h_UxPxD[:, -1]))
   cache = KVCache(
     k_NxHkxDhxS=tuple(repeat(jnp.transpose(k, (0, 2, 3, 1))) for k, _ in kvs),
     v_NxHkxSxDh=tuple(repeat(jnp.swapaxes(v, 1, 2)) for _, v in kvs),
-    valid_NxS=prompt_mask_NxP.astype(bool),
-    positions_N=jnp.sum(prompt_mask_NxP.astype(jnp.int32), axis=1),
+    valid_NxS=repeat(mask_UxP.astype(bool)),
+    positions_N=repeat(jnp.sum(mask_UxP.astype(jnp.int32), axis=1)),
     index=jnp.asarray(P, jnp.int32),
   )
   return logits_NxV, grow(cache, num_slots)
