@@ -107,6 +107,7 @@ def test_every_loss_key_is_covered_above():
     "kind", "aggregation", "clip_low", "clip_high", "dual_clip", "kl_coef", "kl_estimator",
     "entropy_coef", "norm_length", "ratio_log_clamp", "num_iterations", "micro_batch_size",
     "num_minibatches",  # flipped in tests/test_update_iterations.py (a trainer key)
+    "share_prompt",  # flipped in tests/test_shared_prompt.py (a trainer key)
   }  # fmt: skip
   assert set(base_config().loss.keys()) == covered
 
