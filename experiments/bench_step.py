@@ -3,8 +3,9 @@
 Same checkpoint (``bench_common``), same work: 8 prompts of 32 random tokens × 8 completions,
 64 new tokens each (no early stop), a cheap host-side reward, the GRPO surrogate with μ = 1, no
 KL (TRL's default β = 0), AdamW, fp32 everywhere. Ours runs each group's prompt through the
-model once in the update (``loss.share_prompt``; ``--share_prompt 0`` turns it off), the same
-gradient as one pass per row up to float rounding. Both sides may accumulate gradients over
+model once: in the sampler's prefill, as every rollout does, and in the update
+(``loss.share_prompt``; ``--share_prompt 0`` turns it off), the same results as one pass per row
+up to float rounding. Both sides may accumulate gradients over
 micro-batches (ours: ``--micro_batch_size``, default 8 rows, whose activations stay in the CPU's
 caches; TRL: each of ``--trl_micro_batch_sizes``, the ratio taken against its fastest); the
 gradient is the whole batch's either way. Ours goes through the library's own path
@@ -25,6 +26,8 @@ update's GEMMs alone) and the best ratio to TRL it allows.
   python experiments/bench_step.py --sizes small --steps 5 --trl_steps 4
   python experiments/bench_step.py --growth_sizes tiny,small   # update time vs T and G
   python experiments/bench_step.py --bound   # + the step's bound on this machine, same run
+  python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_share tiny,small
+  python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_prefill tiny,small
 """
 
 from __future__ import annotations
