@@ -240,3 +240,26 @@ def test_generate_shares_prompts_within_each_devices_rows():
   np.testing.assert_array_equal(out["tokens_NxT"], ref["tokens_NxT"])
   np.testing.assert_allclose(out["logps_NxT"], ref["logps_NxT"], atol=1e-5)
   assert out["completions"] == ref["completions"]
+
+
+def test_strategy_draws_share_contexts_and_their_padding_rows():
+  """3 contexts × 2 rows over 4 devices: padded to 8 rows by copying the last, runs of 2."""
+  from grpo_jax.sampling import strategy as two_stage
+
+  graphdef, params = _model()
+  tokens, mask = _batch(num_runs=3, share=2)
+  mesh = shard_lib.make_mesh(load().mesh, jax.devices()[:4])
+  params = shard_lib.replicate(params, mesh)
+  kw = dict(max_new_tokens=6, stop_ids=V + 1, pad_id=0, settings=SampleSettings(6), mesh=mesh)
+  draw = lambda t, share: two_stage.draw_rows(
+    graphdef, params, np.asarray(t[:, :P]), np.asarray(mask[:, :P]), jax.random.key(1),
+    prompt_share=share, **kw,
+  )  # fmt: skip
+  ref, out = draw(tokens, 1), draw(tokens, 2)
+  assert out["tokens_NxT"].shape == (6, 6) and group_run(2, 8, 1, 4) == 2
+  np.testing.assert_array_equal(out["tokens_NxT"], ref["tokens_NxT"])
+  np.testing.assert_allclose(out["logps_NxT"], ref["logps_NxT"], atol=1e-5)
+  # Shared for real: row 5 reads its run's context (row 4's) when its own differs.
+  other = tokens.at[5, P - 2 : P].set(5)
+  np.testing.assert_allclose(draw(other, 2)["logps_NxT"], ref["logps_NxT"], atol=1e-5)
+  assert np.max(np.abs(draw(other, 1)["logps_NxT"][5] - ref["logps_NxT"][5])) > 1e-3

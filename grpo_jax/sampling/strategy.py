@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.sampling import strategy_layout as layout
 from grpo_jax.sampling.sampler import sample
 
@@ -76,11 +77,14 @@ def draw_rows(
   pad_id: int,
   settings,
   mesh,
+  prompt_share: int = 1,
 ) -> dict:
   """One sampler call over N left-padded rows on ``mesh``; host arrays back (rows padded to a
-  multiple of the batch devices by repeating the last row, then trimmed)."""
-  n = len(tokens_NxC)
-  extra = -n % shard_lib.batch_size_multiple(mesh)
+  multiple of the batch devices by repeating the last row, then trimmed). ``prompt_share``:
+  the rows come in aligned runs of that many identical contexts, each prefilled once per
+  device-local run (``sample(..., prompt_share=)``)."""
+  n, devices = len(tokens_NxC), shard_lib.batch_size_multiple(mesh)
+  extra = -n % devices
   pad_rows = lambda x: np.concatenate([x, np.repeat(x[-1:], extra, 0)]) if extra else x
   batch = shard_lib.shard_batch({"p": pad_rows(tokens_NxC), "m": pad_rows(mask_NxC)}, mesh)
   out = jax.device_get(
@@ -96,6 +100,8 @@ def draw_rows(
       temperature=settings.temperature,
       top_k=settings.top_k,
       top_p=settings.top_p,
+      # The padding rows copy the last row, so they extend its run.
+      prompt_share=group_run(prompt_share, n + extra, 1, devices),
     )
   )
   return {
@@ -124,6 +130,7 @@ def draw_previews(
     pad_id=spec.pad_id,
     settings=settings,
     mesh=mesh,
+    prompt_share=K,
   )
   tokens, mask, logps = out["tokens_NxT"], out["mask_NxT"], out["logps_NxT"]
   eos = (tokens == spec.eos_id) & (mask != 0)
@@ -170,6 +177,8 @@ def draw_completions(
     pad_id=spec.pad_id,
     settings=settings,
     mesh=mesh,
+    # The rows of one preview are consecutive: runs of gcd(counts) lie inside one preview.
+    prompt_share=int(np.gcd.reduce(layout.allocate(group_size, K))),
   )
   out.update(
     {
