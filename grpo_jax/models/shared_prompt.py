@@ -35,6 +35,16 @@ def repeat_runs(x_UxR: jax.Array, share: int) -> jax.Array:
   return jnp.broadcast_to(x_UxR[:, None], (U, share, *rest)).reshape(U * share, *rest)
 
 
+def decode_layout(kvs, share: int = 1) -> tuple:
+  """Per-layer (k_NxHkxDhxS, v_NxHkxSxDh): the decoder's (k, v)_UxSxHkxDh pairs in the layout
+  of ``sampling/kv_cache.py`` (keys (N, Hk, Dh, S), values (N, Hk, S, Dh)), every row repeated
+  ``share`` times in place."""
+  return tuple(
+    (repeat_runs(jnp.transpose(k, (0, 2, 3, 1)), share), repeat_runs(jnp.swapaxes(v, 1, 2), share))
+    for k, v in kvs
+  )
+
+
 def group_run(group_size: int, num_rows: int, parts: int = 1, blocks: int = 1) -> int:
   """Rows of a part that certainly belong to one group of ``group_size`` consecutive rows, in
   aligned runs, when ``num_rows`` rows are split into ``parts`` parts over ``blocks`` device
@@ -71,14 +81,9 @@ def shared_prompt_hidden(
     run_heads(positions_NxL[:, :P], share),
     causal_mask(prompt_mask_UxP),
   )
-  # The decode layout of ``sampling/kv_cache.py``: keys (N, Hk, Dh, S), values (N, Hk, S, Dh),
-  # the prompt in slots [0, P); the completion pass writes its own at P.
+  # The prompt in slots [0, P) of a P + T slot cache; the completion pass writes its own at P.
   caches = tuple(
-    (
-      jnp.pad(repeat_runs(jnp.transpose(k_UxPxHkxDh, (0, 2, 3, 1)), share), _slots(3, T)),
-      jnp.pad(repeat_runs(jnp.swapaxes(v_UxPxHkxDh, 1, 2), share), _slots(2, T)),
-    )
-    for k_UxPxHkxDh, v_UxPxHkxDh in kvs
+    (jnp.pad(k, _slots(3, T)), jnp.pad(v, _slots(2, T))) for k, v in decode_layout(kvs, share)
   )
   mask_NxTxL = causal_mask(mask_NxL)[:, P:]
   h_NxTxD, _ = model(tokens_NxL[:, P:], positions_NxL[:, P:], mask_NxTxL, caches, P)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from grpo_jax import sharding_rules as rules
-from grpo_jax.models.shared_prompt import repeat_runs, run_heads
+from grpo_jax.models.shared_prompt import decode_layout, repeat_runs, run_heads
 from grpo_jax.models.transformer import (
   Transformer,
   causal_mask,
@@ -73,9 +73,10 @@ def prefill(
   tokens_UxP = real_tokens(run_heads(prompt_NxP, share), mask_UxP)
   h_UxPxD, kvs = model(tokens_UxP, positions_from_mask(mask_UxP), causal_mask(mask_UxP))
   logits_NxV = repeat(model.logits(h_UxPxD[:, -1]))
+  k_NxHkxDhxP, v_NxHkxPxDh = zip(*decode_layout(kvs, share))
   cache = KVCache(
-    k_NxHkxDhxS=tuple(repeat(jnp.transpose(k, (0, 2, 3, 1))) for k, _ in kvs),
-    v_NxHkxSxDh=tuple(repeat(jnp.swapaxes(v, 1, 2)) for _, v in kvs),
+    k_NxHkxDhxS=k_NxHkxDhxP,
+    v_NxHkxSxDh=v_NxHkxPxDh,
     valid_NxS=repeat(mask_UxP.astype(bool)),
     positions_N=repeat(jnp.sum(mask_UxP.astype(jnp.int32), axis=1)),
     index=jnp.asarray(P, jnp.int32),
