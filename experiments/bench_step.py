@@ -28,6 +28,7 @@ update's GEMMs alone) and the best ratio to TRL it allows.
   python experiments/bench_step.py --bound   # + the step's bound on this machine, same run
   python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_share tiny,small
   python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_prefill tiny,small
+  python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_reduce tiny --cpu_devices 2
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import numpy as np
 from grpo_jax import config as config_lib
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
+from grpo_jax.train import microbatch
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
 from grpo_jax.train.optimizer import make_optimizer
@@ -291,16 +293,17 @@ def time_update(update, state, batch):
 
 def ab_update(name: str, B: int, G: int, P: int, T: int, reps: int, ceiling: float, variants):
   """The update under each of ``variants`` ({label: (``layers.FLATTEN_MATMULS``, micro-batch
-  rows, shared prompts)}), compiled side by side and timed interleaved; speedup = first / last.
+  rows, shared prompts, ``microbatch.REDUCE_ONCE``)}), compiled side by side and timed
+  interleaved; speedup = first / last.
   MFU counts each variant's own work (a shared prompt's FLOPs once per run of rows)."""
   from grpo_jax.models import layers
 
   hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
   runs, shares = {}, {}
-  for label, (flat, micro, share) in variants.items():
-    layers.FLATTEN_MATMULS = flat
+  for label, (flat, micro, share, once) in variants.items():
+    layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = flat, once
     *runs[label], shares[label] = synthetic_update(hf, name, B, G, P, T, micro, share)
-  layers.FLATTEN_MATMULS = True
+  layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = True, True
   best = dict.fromkeys(variants, float("inf"))
   for _ in range(reps):
     for label in variants:
@@ -421,6 +424,11 @@ def main():
     "--ab_share", default="", help="sizes of the per-row/shared-prompt update A/B: tiny,small"
   )
   ap.add_argument(
+    "--ab_reduce",
+    default="",
+    help="sizes of the update A/B with the gradient all-reduced per micro-batch / once: tiny,small",
+  )
+  ap.add_argument(
     "--ab_prefill", default="", help="sizes of the per-row/shared prefill sampling A/B: tiny,small"
   )
   ap.add_argument("--ab_reps", type=int, default=3)
@@ -464,9 +472,10 @@ def main():
     rows.append(row)
     print(json.dumps(row), flush=True)
   variants = {
-    "ab": {"plain": (False, 0, share), "flat": (True, 0, share)},
-    "ab_micro": {"whole": (True, 0, share), "micro": (True, micro, share)},
-    "ab_share": {"per_row": (True, micro, False), "shared": (True, micro, True)},
+    "ab": {"plain": (False, 0, share, True), "flat": (True, 0, share, True)},
+    "ab_micro": {"whole": (True, 0, share, True), "micro": (True, micro, share, True)},
+    "ab_share": {"per_row": (True, micro, False, True), "shared": (True, micro, True, True)},
+    "ab_reduce": {"per_part": (True, micro, share, False), "once": (True, micro, share, True)},
   }
   ab = [
     ab_update(n, B, G, P, T, args.ab_reps, ceiling, pair)

@@ -95,6 +95,16 @@ def batch_size_multiple(mesh: Mesh) -> int:
   return mesh.shape["data"] * mesh.shape["fsdp"]
 
 
+def split_axes(shardings) -> set[str]:
+  """The mesh axes (of size > 1) over which some sharding in the tree splits its array."""
+  out = set()
+  for s in jax.tree.leaves(shardings):
+    if isinstance(s, NamedSharding):
+      named = [a for e in s.spec if e for a in (e if isinstance(e, tuple) else (e,))]
+      out |= {a for a in named if s.mesh.shape[a] > 1}
+  return out
+
+
 def rules_for(mesh_cfg, role: str = "train") -> rules_lib.Rules:
   """The preset named by ``mesh.train_rules`` / ``mesh.sample_rules`` (defaults train/sample)."""
   key = f"{role}_rules"

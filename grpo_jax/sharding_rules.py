@@ -201,6 +201,6 @@ def constrain(x: jax.Array, logical=ACTIVATION, rules: Rules = TRAIN) -> jax.Arr
   """``with_sharding_constraint`` to the logical layout under the mesh set by
   ``grpo_jax.sharding.activate``; a no-op when no mesh is set (single-device code paths)."""
   mesh = jax.sharding.get_abstract_mesh()
-  if mesh.empty or mesh.size == 1 or len(logical) != x.ndim:
-    return x
+  if mesh.empty or mesh.size == 1 or len(logical) != x.ndim or mesh.are_all_axes_manual:
+    return x  # no mesh, or inside a shard_map over all of it (every array is local)
   return jax.lax.with_sharding_constraint(x, activation_spec(x.shape, logical, rules, mesh))

@@ -5,6 +5,11 @@ of k is the j-th contiguous sub-block of every device block. Each part then spre
 all devices, the split is a local reshape (no cross-device traffic), and whole groups stay
 together whenever G divides N/(D·k). With D = 1 the parts are plain contiguous slices.
 
+With replicated parameters (pure data parallelism) each device accumulates the gradient of
+its own rows and the sums are all-reduced once, after the last part (:func:`accumulate_grads`
+with ``mesh``): one all-reduce per optimizer step instead of the one per part that the
+partitioner would otherwise put inside the loop.
+
 Losses divide by step-global denominators (``grpo_jax.losses.denominators``), so the
 micro-batch losses, gradients and aux metrics SUM to the full-batch values (METHODS §4,
 stmt 13): accumulation adds, never averages.
@@ -14,6 +19,14 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+from grpo_jax import sharding as shard_lib
+
+# With replicated parameters, each device accumulates its own parts and the gradient is
+# all-reduced once per optimizer step (:func:`reduce_once`). False = the partitioner's
+# all-reduce of every part inside the loop (the plain path; benchmarks' A/B).
+REDUCE_ONCE = True
 
 
 def num_parts(num_rows: int, part_rows: int, what: str) -> int:
@@ -64,14 +77,21 @@ def map_rows(fn, rows, k: int, blocks: int = 1):
   return merge_rows(jax.lax.map(fn, split_rows(rows, k, blocks)), blocks)
 
 
-def accumulate_grads(loss_fn, params, rows, k: int, blocks: int = 1):
+def accumulate_grads(loss_fn, params, rows, k: int, blocks: int = 1, mesh=None):
   """((loss, aux, per_row), grads) of Σ_j loss_fn(params, part_j), one part at a time.
 
   ``loss_fn(params, rows) -> (loss, (aux, per_row))``: loss and the scalars in ``aux`` are
   additive over rows; ``per_row`` is a pytree of [rows, ...] arrays returned in row order.
   Gradients accumulate in at least float32 and are cast back to the parameters' dtype. With
   k = 1 this is ``jax.value_and_grad`` of the whole batch, nothing more.
+
+  ``mesh``: the rows' mesh, given when the parameters are replicated on it. With k > 1 and the
+  rows in one block per device, each device then accumulates over its own rows' parts and the
+  sums are reduced once at the end (:func:`reduce_once`): the same sums in another order.
+  None: the partitioner reduces every part's gradient inside the loop.
   """
+  if k > 1 and reduce_once_applies(mesh, blocks):
+    return reduce_once(lambda p, r: accumulate_grads(loss_fn, p, r, k), mesh)(params, rows)
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
   if k == 1:
     (loss, (aux, per_row)), grads = grad_fn(params, rows)
@@ -97,3 +117,39 @@ def accumulate_grads(loss_fn, params, rows, k: int, blocks: int = 1):
   (loss, aux, grads), per_row = jax.lax.scan(body, init, parts)
   grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, params)
   return (loss, aux, merge_rows(per_row, blocks)), grads
+
+
+def reduce_once_applies(mesh, blocks: int) -> bool:
+  """Whether the rows sit in ``blocks`` = one block per device of ``mesh``'s batch axes (more
+  than one), so each device can accumulate its own parts."""
+  devices = 1 if mesh is None else shard_lib.batch_size_multiple(mesh)
+  return REDUCE_ONCE and devices > 1 and blocks == devices
+
+
+def reduce_once(grad_step, mesh):
+  """``grad_step(params, rows) -> ((loss, aux, per_row), grads)`` run by every device on its
+  own rows (a ``shard_map`` over the whole mesh, rows split over the batch axes data × fsdp),
+  loss, aux and grads summed over the batch axes once (one ``psum``), ``per_row`` left split
+  like the rows.
+
+  The parameters must be replicated (pure data parallelism, the default mesh): with
+  parameters split over fsdp or tensor the partitioner's reductions are kept, as a reduction
+  per part there is a reduce-scatter that keeps the gradient sharded, and XLA's partitioner
+  rejects the model's gather under a shard_map manual over ``data`` alone. ``check_vma`` is
+  off because the accumulation's zero-initialised carry is the same on every device while its
+  parts are not; the ``psum`` makes the results equal, as the ``P()`` out-specs state.
+  """
+  axes = shard_lib.BATCH_AXES
+
+  def local(params, rows):
+    (loss, aux, per_row), grads = grad_step(params, rows)
+    loss, aux, grads = jax.lax.psum((loss, aux, grads), axes)
+    return (loss, aux, per_row), grads
+
+  return jax.shard_map(
+    local,
+    mesh=mesh,
+    in_specs=(P(), P(axes)),
+    out_specs=((P(), P(), P(axes)), P()),
+    check_vma=False,
+  )

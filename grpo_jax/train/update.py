@@ -103,8 +103,11 @@ def make_update_step(
   averaged over the steps (``update/steps`` = μ); ``params/norm`` is after the last step.
   """
   devices = shard_lib.batch_size_multiple(mesh)
+  # Replicated parameters: micro-batch gradients all-reduced once per optimizer step; split
+  # ones: the partitioner's reduce-scatter per micro-batch (``microbatch.reduce_once``).
+  reduce_mesh = None if shard_lib.split_axes(state_shardings["params"]) else mesh
   jitted = jax.jit(
-    make_update_fn(graphdef, optimizer, cfg, prompt_len, devices),
+    make_update_fn(graphdef, optimizer, cfg, prompt_len, devices, reduce_mesh),
     in_shardings=(state_shardings, shard_lib.batch_sharding(mesh)),
     out_shardings=(state_shardings, shard_lib.replicated(mesh)),
     donate_argnums=0,
@@ -113,12 +116,19 @@ def make_update_step(
 
 
 def make_update_fn(
-  graphdef, optimizer: optax.GradientTransformation, cfg, prompt_len: int, devices: int = 1
+  graphdef,
+  optimizer: optax.GradientTransformation,
+  cfg,
+  prompt_len: int,
+  devices: int = 1,
+  mesh=None,
 ):
   """The un-jitted ``update(state, batch) -> (state, metrics)`` (see :func:`make_update_step`).
 
   ``devices``: data-parallel devices the rows are split over; minibatches and micro-batches
-  take an equal sub-block of every device's rows (``grpo_jax.train.microbatch``).
+  take an equal sub-block of every device's rows (``grpo_jax.train.microbatch``). ``mesh``
+  (given when the parameters are replicated on it): micro-batched gradients accumulate per
+  device and are all-reduced once per optimizer step (``microbatch.accumulate_grads``).
   """
   temperature = float(cfg.sampling.temperature)
   use_kl = float(cfg.loss.kl_coef) != 0.0
@@ -181,7 +191,7 @@ def make_update_fn(
     blocks = row_blocks(n, k, devices)
     share = prompt_share(cfg, n, k, blocks)
     (loss, aux, logps_NxT), grads = accumulate_grads(
-      lambda p, r: loss_fn(p, r, denoms, share), params, rows, k, blocks
+      lambda p, r: loss_fn(p, r, denoms, share), params, rows, k, blocks, mesh
     )
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
