@@ -93,7 +93,9 @@ def test_start_equals_slicing_the_full_result(start):
   direct = lambda p: jnp.sum(models.token_logps(graphdef, p, tokens, mask, 0.7, start=start) * w)
   grads = [jax.tree.leaves(jax.grad(fn)(params)) for fn in (sliced, direct)]
   for a, b in zip(*grads):
-    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    # Per leaf in norm: the two graphs sum the same terms in different orders, so a single
+    # near-zero entry may differ by a few 1e-6 (one of 32,000 by 1.7e-6 under a loaded suite).
+    assert np.linalg.norm(b - a) <= 1e-5 * np.linalg.norm(a), (np.linalg.norm(b - a), a.shape)
   with pytest.raises(ValueError, match="start"):
     models.token_logps(graphdef, params, tokens, mask, start=24)
 
