@@ -8,7 +8,9 @@ model once: in the sampler's prefill, as every rollout does, and in the update
 up to float rounding. Both sides may accumulate gradients over
 micro-batches (ours: ``--micro_batch_size``, default 8 rows, whose activations stay in the CPU's
 caches; TRL: each of ``--trl_micro_batch_sizes``, the ratio taken against its fastest); the
-gradient is the whole batch's either way. Ours goes through the library's own path
+gradient is the whole batch's either way. With several devices ours all-reduces it once per
+step (``microbatch.REDUCE_ONCE``; ``--reduce_once 0``: once per micro-batch, as the
+partitioner places it). Ours goes through the library's own path
 (``train.rollout.rollout`` and ``train.update.make_update_step``) and reports the breakdown:
 sampling, rewards (decode + grade on the host), log-probs (one extra forward pass over the
 batch — part of a step only with μ > 1 or KL; timed for reference), update, checkpoint (an
@@ -299,11 +301,11 @@ def ab_update(name: str, B: int, G: int, P: int, T: int, reps: int, ceiling: flo
   from grpo_jax.models import layers
 
   hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
-  runs, shares = {}, {}
+  runs, shares, default_once = {}, {}, microbatch.REDUCE_ONCE
   for label, (flat, micro, share, once) in variants.items():
     layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = flat, once
     *runs[label], shares[label] = synthetic_update(hf, name, B, G, P, T, micro, share)
-  layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = True, True
+  layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = True, default_once
   best = dict.fromkeys(variants, float("inf"))
   for _ in range(reps):
     for label in variants:
@@ -404,6 +406,13 @@ def main():
     help="1: each group's prompt runs once in our update (loss.share_prompt); 0: once per row",
   )
   ap.add_argument(
+    "--reduce_once",
+    type=int,
+    default=1,
+    help="1: our micro-batch gradients all-reduced once per step (microbatch.REDUCE_ONCE), in "
+    "the step and its bound; 0: once per micro-batch",
+  )
+  ap.add_argument(
     "--trl_micro_batch_sizes",
     default="0,8",
     help="TRL's per-device train batch sizes to run (0 = all rows, no accumulation); the "
@@ -449,6 +458,7 @@ def main():
   B, G, P, T = args.prompts, args.group, args.prompt_len, args.new_tokens
   micro, trl_micros = args.micro_batch_size, args.trl_micro_batch_sizes.split(",")
   share = bool(args.share_prompt)
+  once = microbatch.REDUCE_ONCE = bool(args.reduce_once)
   rows = []
   for name in filter(None, args.sizes.split(",")):
     row = ours(name, B, G, P, T, args.steps, ceiling, counter, micro, share)
@@ -472,9 +482,9 @@ def main():
     rows.append(row)
     print(json.dumps(row), flush=True)
   variants = {
-    "ab": {"plain": (False, 0, share, True), "flat": (True, 0, share, True)},
-    "ab_micro": {"whole": (True, 0, share, True), "micro": (True, micro, share, True)},
-    "ab_share": {"per_row": (True, micro, False, True), "shared": (True, micro, True, True)},
+    "ab": {"plain": (False, 0, share, once), "flat": (True, 0, share, once)},
+    "ab_micro": {"whole": (True, 0, share, once), "micro": (True, micro, share, once)},
+    "ab_share": {"per_row": (True, micro, False, once), "shared": (True, micro, True, once)},
     "ab_reduce": {"per_part": (True, micro, share, False), "once": (True, micro, share, True)},
   }
   ab = [
