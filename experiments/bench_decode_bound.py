@@ -127,7 +127,8 @@ def update_gemm_chain_s(
 ) -> float:
   """Seconds of one update's GEMMs alone: the gradient of every projection (q, k, v, o, gate,
   up, down: dx and dW) and of the completion positions' unembedding, over ``rows`` rows of
-  P + T positions, accumulated over chunks of ``micro`` rows (0 = one pass); with ``share`` > 1
+  P + T positions, accumulated over chunks of ``micro`` rows (0 = one pass) and reduced over
+  the devices as the library's update does (``microbatch.REDUCE_ONCE``); with ``share`` > 1
   the prompt's P positions once per ``share`` rows (``loss.share_prompt``)."""
   s = bc.SIZES[name]
   D, F, H, Hk = s["hidden"], s["mlp"], s["heads"], s["kv_heads"]
