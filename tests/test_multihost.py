@@ -151,3 +151,21 @@ def test_two_processes_match_one_and_resume_after_a_kill(tmp_path):
   assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
   assert "resumed from checkpoint" in outs[0]
   _assert_same_run(single, killed)
+
+
+@pytest.mark.slow
+def test_two_processes_reduce_micro_batch_gradients_once(tmp_path):
+  """Replicated parameters (fsdp = 1: every device on data) and 16-row micro-batches: each
+  device accumulates its own parts under ``microbatch.reduce_once``, whose one all-reduce spans
+  both processes; the run equals one process × eight devices."""
+  extra = ["--config.steps=2", "--config.mesh.fsdp=1", "--config.loss.micro_batch_size=16"]
+  single, pair = tmp_path / "single", tmp_path / "pair"
+  _single(single, extra)
+  procs = _start_pair(pair, extra)
+  outs = [p.communicate(timeout=900)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+  _assert_same_run(single, pair)
+  config = json.loads((pair / "config.json").read_text())
+  assert (
+    config["config"]["mesh"]["fsdp"] == 1 and config["config"]["loss"]["micro_batch_size"] == 16
+  )
