@@ -57,3 +57,21 @@ def test_one_live_entry_and_extreme_logits_are_always_picked():
   logits_V = np.array([1e4, -1e4, 0.0, 1e4 - 30.0], np.float32)
   token_N, _ = draw(logits_V, 4096, 2)
   assert set(np.unique(token_N)) <= {0, 3}
+
+
+def test_first_argmax_is_argmax_with_ties_and_infinities():
+  """Greedy's argmax as a max and a min reduction: NumPy's argmax on random rows, the first of
+  tied maxima, rows of −inf with one finite entry; and over repeated rows (the shared
+  prefill's logits), where the variadic-reduce argmax compiled for minutes, it compiles."""
+  from grpo_jax.sampling.next_token import first_argmax
+
+  rng = np.random.default_rng(0)
+  x_NxV = rng.normal(size=(64, 37)).astype(np.float32)
+  x_NxV[1, [3, 20, 30]] = 9.0  # ties: the first wins
+  x_NxV[2] = -np.inf
+  x_NxV[2, 36] = -1e30
+  x_NxV[3] = np.round(x_NxV[3])  # many ties
+  np.testing.assert_array_equal(jax.jit(first_argmax)(x_NxV), np.argmax(x_NxV, axis=-1))
+  run_UxV = jnp.asarray(x_NxV[:8])
+  repeated = jax.jit(lambda u: first_argmax(jnp.repeat(u, 4, axis=0)))(run_UxV)
+  np.testing.assert_array_equal(repeated, np.repeat(np.argmax(x_NxV[:8], -1), 4))

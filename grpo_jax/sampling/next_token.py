@@ -68,6 +68,17 @@ def inverse_cdf(
   return token_N, picked_N - max_Nx1[:, 0] - jnp.log(total_N)
 
 
+def first_argmax(x_NxV: jax.Array) -> jax.Array:
+  """The first index of each row's maximum (``jnp.argmax``'s result on finite rows) as a max
+  and a min reduction. ``jnp.argmax`` lowers to one variadic (value, index) reduce, and over
+  the prefill's repeated logits (``prompt_share`` > 1) XLA:CPU's LLVM backend took about two
+  minutes to compile that one small kernel."""
+  V = x_NxV.shape[-1]
+  is_max_NxV = x_NxV == jnp.max(x_NxV, axis=-1, keepdims=True)
+  iota_NxV = jax.lax.broadcasted_iota(jnp.int32, x_NxV.shape, x_NxV.ndim - 1)
+  return jnp.min(jnp.where(is_max_NxV, iota_NxV, V), axis=-1)
+
+
 def sample_next_token(
   uniform_N: jax.Array, logits_NxV: jax.Array, temperature: float, top_k: int, top_p: float
 ) -> tuple[jax.Array, jax.Array]:
@@ -85,7 +96,7 @@ def sample_next_token(
   (``lax.top_k``) only runs when one of them is on; top-k alone sorts only k entries.
   """
   if temperature == 0.0:
-    token_N = jnp.argmax(logits_NxV, axis=-1).astype(jnp.int32)
+    token_N = first_argmax(logits_NxV)
     logp_all_NxV = logps_from_logits(logits_NxV, 1.0)
     return token_N, jnp.take_along_axis(logp_all_NxV, token_N[:, None], axis=-1)[:, 0]
   scaled_NxV = logits_NxV.astype(jnp.float32) / temperature
