@@ -31,6 +31,7 @@ update's GEMMs alone) and the best ratio to TRL it allows.
   python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_share tiny,small
   python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_prefill tiny,small
   python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_reduce tiny --cpu_devices 2
+  python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_rope tiny --cpu_devices 2
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ import time
 import bench_common as bc
 import bench_decode_bound as bound_lib
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from grpo_jax import config as config_lib
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
+from grpo_jax.models import rope as rope_lib
 from grpo_jax.train import microbatch
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
@@ -293,19 +296,36 @@ def time_update(update, state, batch):
   return time.perf_counter() - t0, state
 
 
+def sliced_rope(x_BxLxHxDh, positions_BxL, theta, scaling=(), float32_tables=False):
+  """``rope.apply_rope`` as it was before item 20: rotate_half by slicing the two halves and
+  concatenating them (the same values; its gradient pads and adds each half)."""
+  Dh = x_BxLxHxDh.shape[-1]
+  inv_freq, scale = rope_lib.rope_tables(Dh, theta, scaling)
+  freqs_BxLxDh2 = positions_BxL.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)
+  emb_BxLxDh = jnp.concatenate([freqs_BxLxDh2, freqs_BxLxDh2], axis=-1)
+  dtype = jnp.float32 if float32_tables else x_BxLxHxDh.dtype
+  cos = (jnp.cos(emb_BxLxDh) * scale).astype(dtype)[:, :, None, :]
+  sin = (jnp.sin(emb_BxLxDh) * scale).astype(dtype)[:, :, None, :]
+  x1, x2 = x_BxLxHxDh[..., : Dh // 2], x_BxLxHxDh[..., Dh // 2 :]
+  rotated = jnp.concatenate([-x2, x1], axis=-1)
+  return (x_BxLxHxDh * cos + rotated * sin).astype(x_BxLxHxDh.dtype)
+
+
 def ab_update(name: str, B: int, G: int, P: int, T: int, reps: int, ceiling: float, variants):
   """The update under each of ``variants`` ({label: (``layers.FLATTEN_MATMULS``, micro-batch
-  rows, shared prompts, ``microbatch.REDUCE_ONCE``)}), compiled side by side and timed
-  interleaved; speedup = first / last.
+  rows, shared prompts, ``microbatch.REDUCE_ONCE``[, the RoPE function the model traces])}),
+  compiled side by side and timed interleaved; speedup = first / last.
   MFU counts each variant's own work (a shared prompt's FLOPs once per run of rows)."""
   from grpo_jax.models import layers
 
   hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
   runs, shares, default_once = {}, {}, microbatch.REDUCE_ONCE
-  for label, (flat, micro, share, once) in variants.items():
+  for label, (flat, micro, share, once, *rope) in variants.items():
     layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = flat, once
+    layers.apply_rope = rope[0] if rope else rope_lib.apply_rope
     *runs[label], shares[label] = synthetic_update(hf, name, B, G, P, T, micro, share)
   layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = True, default_once
+  layers.apply_rope = rope_lib.apply_rope
   best = dict.fromkeys(variants, float("inf"))
   for _ in range(reps):
     for label in variants:
@@ -438,6 +458,11 @@ def main():
     help="sizes of the update A/B with the gradient all-reduced per micro-batch / once: tiny,small",
   )
   ap.add_argument(
+    "--ab_rope",
+    default="",
+    help="sizes of the update A/B with RoPE's halves sliced / reversed (item 20): tiny,small",
+  )
+  ap.add_argument(
     "--ab_prefill", default="", help="sizes of the per-row/shared prefill sampling A/B: tiny,small"
   )
   ap.add_argument("--ab_reps", type=int, default=3)
@@ -486,6 +511,10 @@ def main():
     "ab_micro": {"whole": (True, 0, share, once), "micro": (True, micro, share, once)},
     "ab_share": {"per_row": (True, micro, False, once), "shared": (True, micro, True, once)},
     "ab_reduce": {"per_part": (True, micro, share, False), "once": (True, micro, share, True)},
+    "ab_rope": {
+      "sliced": (True, micro, share, once, sliced_rope),
+      "reversed": (True, micro, share, once, rope_lib.apply_rope),
+    },
   }
   ab = [
     ab_update(n, B, G, P, T, args.ab_reps, ceiling, pair)

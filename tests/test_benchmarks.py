@@ -74,21 +74,27 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
 
 
 def test_bench_step_reduce_once_flag_and_ab_on_two_devices(tmp_path):
-  """The step with the gradient all-reduced per micro-batch (``--reduce_once 0``) and the A/B
-  of both placements, with one device per core (8 rows, chunks of 2: 4 parts per device)."""
+  """The step with the gradient all-reduced per micro-batch (``--reduce_once 0``), the A/B of
+  both placements and that of RoPE's two formulations, with one device per core (8 rows,
+  chunks of 2: 4 parts per device)."""
   res = run_bench(
     "bench_step.py",
     ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "2",
      "--trl_steps", "0", "--micro_batch_size", "2", "--growth_sizes", "", "--cpu_devices", "2",
-     "--reduce_once", "0", "--ab_reduce", "tiny", "--ab_reps", "1"],
+     "--reduce_once", "0", "--ab_reduce", "tiny", "--ab_rope", "tiny", "--ab_reps", "1"],
     tmp_path,
   )  # fmt: skip
   assert res["machine"]["devices"] == 2
   (row,) = res["step"]
   assert row["compiles_by_step"][0] > 0 and row["compiles_by_step"][1:] == [0]
-  (ab,) = res["ab"]
+  ab, rope = res["ab"]
   assert ab["speedup"] == pytest.approx(ab["per_part_update_s"] / ab["once_update_s"])
   assert ab["per_part_mfu_pct"] > 0 and ab["once_mfu_pct"] > 0
+  assert rope["speedup"] == pytest.approx(rope["sliced_update_s"] / rope["reversed_update_s"])
+  # Both formulations do the same work.
+  assert rope["sliced_mfu_pct"] * rope["sliced_update_s"] == pytest.approx(
+    rope["reversed_mfu_pct"] * rope["reversed_update_s"]
+  )
 
 
 def test_bench_sampler_counts_every_token(tmp_path):

@@ -103,14 +103,20 @@ def apply_rope(
 
   Angles in float32. Qwen3/Llama cast cos/sin to x's dtype before the product; OLMo-3 keeps
   them in float32 and casts the result (``float32_tables``) — identical in float32.
+
+  The halves are swapped by reversing a (2, Dh/2) view, and the sign of −x₂ sits in the sine
+  table: [x₂, x₁]·[−sin, sin] is rotate_half(x)·sin exactly. Slicing the halves and
+  concatenating them gave the same values, but its gradient was a pad and an add per half.
+  A reverse's gradient is a reverse, which fuses with the products around it
+  (docs/performance.md, item 20).
   """
   Dh = x_BxLxHxDh.shape[-1]
   inv_freq, scale = rope_tables(Dh, theta, scaling)
   freqs_BxLxDh2 = positions_BxL.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)
-  emb_BxLxDh = jnp.concatenate([freqs_BxLxDh2, freqs_BxLxDh2], axis=-1)
   table_dtype = jnp.float32 if float32_tables else x_BxLxHxDh.dtype
-  cos = (jnp.cos(emb_BxLxDh) * scale).astype(table_dtype)[:, :, None, :]
-  sin = (jnp.sin(emb_BxLxDh) * scale).astype(table_dtype)[:, :, None, :]
-  x1, x2 = x_BxLxHxDh[..., : Dh // 2], x_BxLxHxDh[..., Dh // 2 :]
-  rotated = jnp.concatenate([-x2, x1], axis=-1)
-  return (x_BxLxHxDh * cos + rotated * sin).astype(x_BxLxHxDh.dtype)
+  cos_BxLxDh2, sin_BxLxDh2 = jnp.cos(freqs_BxLxDh2) * scale, jnp.sin(freqs_BxLxDh2) * scale
+  cos = jnp.concatenate([cos_BxLxDh2, cos_BxLxDh2], axis=-1).astype(table_dtype)[:, :, None, :]
+  sin = jnp.concatenate([-sin_BxLxDh2, sin_BxLxDh2], axis=-1).astype(table_dtype)[:, :, None, :]
+  halves_BxLxHx2xDh2 = x_BxLxHxDh.reshape(*x_BxLxHxDh.shape[:-1], 2, Dh // 2)
+  swapped_BxLxHxDh = jnp.flip(halves_BxLxHx2xDh2, axis=-2).reshape(x_BxLxHxDh.shape)
+  return (x_BxLxHxDh * cos + swapped_BxLxHxDh * sin).astype(x_BxLxHxDh.dtype)
