@@ -300,12 +300,10 @@ def sliced_rope(x_BxLxHxDh, positions_BxL, theta, scaling=(), float32_tables=Fal
   """``rope.apply_rope`` as it was before item 20: rotate_half by slicing the two halves and
   concatenating them (the same values; its gradient pads and adds each half)."""
   Dh = x_BxLxHxDh.shape[-1]
-  inv_freq, scale = rope_lib.rope_tables(Dh, theta, scaling)
-  freqs_BxLxDh2 = positions_BxL.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)
-  emb_BxLxDh = jnp.concatenate([freqs_BxLxDh2, freqs_BxLxDh2], axis=-1)
   dtype = jnp.float32 if float32_tables else x_BxLxHxDh.dtype
-  cos = (jnp.cos(emb_BxLxDh) * scale).astype(dtype)[:, :, None, :]
-  sin = (jnp.sin(emb_BxLxDh) * scale).astype(dtype)[:, :, None, :]
+  cos_BxLxDh2, sin_BxLxDh2 = rope_lib.rope_cos_sin(positions_BxL, Dh, theta, scaling)
+  cos = jnp.concatenate([cos_BxLxDh2, cos_BxLxDh2], axis=-1).astype(dtype)[:, :, None, :]
+  sin = jnp.concatenate([sin_BxLxDh2, sin_BxLxDh2], axis=-1).astype(dtype)[:, :, None, :]
   x1, x2 = x_BxLxHxDh[..., : Dh // 2], x_BxLxHxDh[..., Dh // 2 :]
   rotated = jnp.concatenate([-x2, x1], axis=-1)
   return (x_BxLxHxDh * cos + rotated * sin).astype(x_BxLxHxDh.dtype)

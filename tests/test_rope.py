@@ -80,8 +80,7 @@ def _pads_in_backward(rope_fn):
   x, pos = _inputs()
   g = jnp.ones(x.shape, jnp.float32)
   grad = jax.jit(jax.grad(lambda x: jnp.sum(g * rope_fn(x, jnp.asarray(pos), 1e4))))
-  hlo = grad.lower(jnp.asarray(x)).as_text()
-  return hlo.count("stablehlo.pad") + hlo.count(" pad(")
+  return grad.lower(jnp.asarray(x)).as_text().count("stablehlo.pad")
 
 
 def test_backward_has_no_pad_of_sliced_halves():

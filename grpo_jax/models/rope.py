@@ -92,6 +92,16 @@ def rope_inv_freq(head_dim: int, theta: float) -> jax.Array:
   return jnp.asarray(rope_tables(head_dim, theta)[0])
 
 
+def rope_cos_sin(
+  positions_BxL: jax.Array, head_dim: int, theta: float, scaling: tuple = ()
+) -> tuple[jax.Array, jax.Array]:
+  """cos(pθ_j)·s and sin(pθ_j)·s for the Dh/2 frequencies θ_j of ``scaling`` (s its attention
+  scaling), in float32: the halves' tables, BxLxDh2 each."""
+  inv_freq, scale = rope_tables(head_dim, theta, scaling)
+  freqs_BxLxDh2 = positions_BxL.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)
+  return jnp.cos(freqs_BxLxDh2) * scale, jnp.sin(freqs_BxLxDh2) * scale
+
+
 def apply_rope(
   x_BxLxHxDh: jax.Array,
   positions_BxL: jax.Array,
@@ -111,10 +121,8 @@ def apply_rope(
   (docs/performance.md, item 20).
   """
   Dh = x_BxLxHxDh.shape[-1]
-  inv_freq, scale = rope_tables(Dh, theta, scaling)
-  freqs_BxLxDh2 = positions_BxL.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)
   table_dtype = jnp.float32 if float32_tables else x_BxLxHxDh.dtype
-  cos_BxLxDh2, sin_BxLxDh2 = jnp.cos(freqs_BxLxDh2) * scale, jnp.sin(freqs_BxLxDh2) * scale
+  cos_BxLxDh2, sin_BxLxDh2 = rope_cos_sin(positions_BxL, Dh, theta, scaling)
   cos = jnp.concatenate([cos_BxLxDh2, cos_BxLxDh2], axis=-1).astype(table_dtype)[:, :, None, :]
   sin = jnp.concatenate([-sin_BxLxDh2, sin_BxLxDh2], axis=-1).astype(table_dtype)[:, :, None, :]
   halves_BxLxHx2xDh2 = x_BxLxHxDh.reshape(*x_BxLxHxDh.shape[:-1], 2, Dh // 2)
