@@ -17,7 +17,12 @@ batch — part of a step only with μ > 1 or KL; timed for reference), update, c
 orbax save of the whole state, not part of the step rate: TRL saves every 500 steps by default)
 and the number of XLA compilations of steps 1, 2, 3 (2 and 3 must be 0). TRL (installed with
 ``pip install -e .[bench]``) runs ``--trl_steps`` steps; a step's time is taken between the
-trainer's step callbacks, best of all steps (torch compiles nothing). MFU = the update's model FLOPs
+trainer's step callbacks, best of all steps (torch compiles nothing). The two sides alternate
+(``--interleave``, default 1): after our first, compiling step, one of ours runs in TRL's
+step-end callback after each TRL step (outside TRL's timed interval), so both sample the same
+minutes of a shared machine whose speed drifts; the run then also reports each pair's ratio
+(TRL's step / our next one; each TRL run's first step, torch's warm-up, left out) and their
+median. ``--interleave 0``: all of ours first, then TRL. MFU = the update's model FLOPs
 (3 × forward: projections, attention over the causal context and the unembedding of the
 completion positions) / time / the matmul ceiling measured first in the same run. ``--bound``
 adds, measured in the same run, the step's bound on this machine
@@ -113,62 +118,62 @@ def update_flops(name: str, N: int, P: int, T: int, share: int = 1) -> float:
   return 3 * f.forward(N / share * P + N * T, N * T, pairs)
 
 
-def ours(
-  name: str,
-  B: int,
-  G: int,
-  P: int,
-  T: int,
-  steps: int,
-  ceiling: float,
-  counter,
-  micro: int,
-  share: bool = True,
-) -> dict:
-  hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
-  cfg = bench_config(B, G, T, micro, share)
-  mesh = bc.mesh()
-  optimizer = make_optimizer(cfg.optimizer)
-  state = init_state(hf.params, optimizer, cfg)
-  shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
-  state = jax.device_put(state, shardings)
-  update = make_update_step(hf.graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
-  logps_fn = jax.jit(lambda p, t, m: models.token_logps(hf.graphdef, p, t, m))
-  task = BenchTask(hf.tokenizer, bc.random_prompts(B, P, bc.SIZES[name]["vocab"]))
-  settings = SampleSettings(max_new_tokens=T)
-  ckpt_dir = tempfile.mkdtemp(prefix="bench_ckpt_")
-  ckpt = Checkpointer(ckpt_dir, every=1, keep=1)
-  per_step = []
-  for step in range(steps):
-    before = counter.count
+class OursSteps:
+  """Our RL step on one model, set up once (checkpoint, optimizer state, compiled update).
+  Each call runs and times one step, rollout + update, then its breakdown pieces apart (not
+  part of the step): grading (decode + rewards on the host; sampling = rollout − grading), one
+  log-prob forward pass and a checkpoint save. ``summary`` takes the best of steps 2 onward
+  (step 1 compiles)."""
+
+  def __init__(
+    self, name: str, B: int, G: int, P: int, T: int, counter, micro: int, share: bool = True
+  ):
+    self.name, self.B, self.G, self.P, self.T, self.counter = name, B, G, P, T, counter
+    self.hf = hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
+    self.cfg = cfg = bench_config(B, G, T, micro, share)
+    self.mesh = mesh = bc.mesh()
+    optimizer = make_optimizer(cfg.optimizer)
+    state = init_state(hf.params, optimizer, cfg)
+    shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
+    self.state = jax.device_put(state, shardings)
+    self.update = make_update_step(hf.graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
+    self.logps_fn = jax.jit(lambda p, t, m: models.token_logps(hf.graphdef, p, t, m))
+    self.task = BenchTask(hf.tokenizer, bc.random_prompts(B, P, bc.SIZES[name]["vocab"]))
+    self.settings = SampleSettings(max_new_tokens=T)
+    self.ckpt = Checkpointer(tempfile.mkdtemp(prefix="bench_ckpt_"), every=1, keep=1)
+    self.per_step = []
+
+  def __call__(self) -> dict:
+    step, B, G, T, task = len(self.per_step), self.B, self.G, self.T, self.task
+    before = self.counter.count
     rng = jax.random.fold_in(jax.random.key(0), step)
     t0 = time.perf_counter()
     t_roll = time.perf_counter()
-    batch, _ = rollout(hf.graphdef, state["params"], task, list(range(B)), G, rng, settings, mesh)
+    batch, _ = rollout(
+      self.hf.graphdef, self.state["params"], task, list(range(B)), G, rng, self.settings, self.mesh
+    )
     t_roll = time.perf_counter() - t_roll
     t_up = time.perf_counter()
-    state, metrics = update(state, batch)
+    self.state, metrics = self.update(self.state, batch)
     jax.block_until_ready(metrics)
     t_up = time.perf_counter() - t_up
     total = time.perf_counter() - t0
     assert batch["completion_mask_NxT"].sum() == B * G * T  # no early stop
-    compiles = counter.count - before
-    # Breakdown pieces, timed apart (not part of the step total): grading = decode + rewards
-    # on the host (sampling = rollout − grading); log-probs = one forward pass.
+    compiles = self.counter.count - before
     t_rew = time.perf_counter()
     T_cols = batch["completion_mask_NxT"].shape[1]
     texts = task.decode(batch["tokens_NxL"][:, -T_cols:], batch["completion_mask_NxT"])
     task.rewards(list(range(len(texts))), texts)
     t_rew = time.perf_counter() - t_rew
-    params, tokens_NxL, mask_NxL = state["params"], batch["tokens_NxL"], batch["input_mask_NxL"]
+    tokens_NxL, mask_NxL = batch["tokens_NxL"], batch["input_mask_NxL"]
     t_lp = time.perf_counter()
-    logps_fn(params, tokens_NxL, mask_NxL).block_until_ready()
+    self.logps_fn(self.state["params"], tokens_NxL, mask_NxL).block_until_ready()
     t_lp = time.perf_counter() - t_lp
     t_ck = time.perf_counter()
-    ckpt.save(step, state)
-    ckpt.wait()
+    self.ckpt.save(step, self.state)
+    self.ckpt.wait()
     t_ck = time.perf_counter() - t_ck
-    per_step.append(
+    self.per_step.append(
       {
         "step": step + 1,
         "total_s": total,
@@ -181,27 +186,42 @@ def ours(
         "compiles": compiles,
       }
     )
-    print(json.dumps({"model": name, "ours": per_step[-1]}), flush=True)
-  ckpt.close()
-  warm = per_step[1:] or per_step
-  best = {k: min(s[k] for s in warm) for k in warm[0] if k.endswith("_s")}
-  rows_share = rows_per_prompt(cfg, B * G)
-  flops = update_flops(name, B * G, P, T, rows_share)
-  return {
-    "model": name,
-    "step_s": best["total_s"],
-    **{k: v for k, v in best.items() if k != "total_s"},
-    "compiles_by_step": [s["compiles"] for s in per_step],
-    "rows_per_prompt": rows_share,
-    "update_mfu_pct": 100 * flops / best["update_s"] / 1e9 / ceiling,
-    "step_flops_pct": 100 * (flops / 3 * 4) / best["total_s"] / 1e9 / ceiling,
-  }
+    print(json.dumps({"model": self.name, "ours": self.per_step[-1]}), flush=True)
+    return self.per_step[-1]
+
+  def summary(self, ceiling: float) -> dict:
+    self.ckpt.close()
+    warm = self.per_step[1:] or self.per_step
+    best = {k: min(s[k] for s in warm) for k in warm[0] if k.endswith("_s")}
+    N = self.B * self.G
+    rows_share = rows_per_prompt(self.cfg, N)
+    flops = update_flops(self.name, N, self.P, self.T, rows_share)
+    return {
+      "model": self.name,
+      "step_s": best["total_s"],
+      **{k: v for k, v in best.items() if k != "total_s"},
+      "compiles_by_step": [s["compiles"] for s in self.per_step],
+      "rows_per_prompt": rows_share,
+      "update_mfu_pct": 100 * flops / best["update_s"] / 1e9 / ceiling,
+      "step_flops_pct": 100 * (flops / 3 * 4) / best["total_s"] / 1e9 / ceiling,
+    }
 
 
-def trl(name: str, B: int, G: int, P: int, T: int, steps: int, micro: int = 0) -> dict:
+def paired_ratios(trl_runs: list[dict]) -> list[float]:
+  """TRL's step time / ours of the step run right after it, for every TRL step but each run's
+  first (torch warms up on it, as ours compiles on its own first step)."""
+  return [t / o for r in trl_runs for t, o in list(zip(r["trl_steps"], r["ours_after"]))[1:]]
+
+
+def trl(
+  name: str, B: int, G: int, P: int, T: int, steps: int, micro: int = 0, between=None
+) -> dict:
   """TRL ``GRPOTrainer`` on the same checkpoint and work; returns per-step times. ``micro``
   rows per backward pass (0 = all B·G): gradient accumulation over B·G / micro passes, one
-  generation of all B·G completions per step, as ours."""
+  generation of all B·G completions per step, as ours. ``between``: an ``OursSteps``, one of
+  whose steps runs after each TRL step (outside TRL's timed interval), so that both sides'
+  steps alternate through the same minutes of this shared machine; their totals are returned
+  as ``ours_after``."""
   import datasets
   import transformers
   from trl import GRPOConfig, GRPOTrainer
@@ -214,7 +234,7 @@ def trl(name: str, B: int, G: int, P: int, T: int, steps: int, micro: int = 0) -
   def reward(completions, **kwargs):
     return [reward_of(c) for c in completions]
 
-  times = []
+  times, ours_after = [], []
 
   class Timer(transformers.TrainerCallback):
     def on_step_begin(self, args, state, control, **kw):
@@ -222,6 +242,8 @@ def trl(name: str, B: int, G: int, P: int, T: int, steps: int, micro: int = 0) -
 
     def on_step_end(self, args, state, control, **kw):
       times.append(time.perf_counter() - self.t0)
+      if between is not None:
+        ours_after.append(between()["total_s"])
 
   rows_per_pass = micro or B * G
   args = GRPOConfig(
@@ -256,7 +278,8 @@ def trl(name: str, B: int, G: int, P: int, T: int, steps: int, micro: int = 0) -
   trainer.train()
   print(json.dumps({"model": name, "trl_micro": micro, "trl_step_s": times}), flush=True)
   # No compilation on the torch side: every step counts, the least disturbed one wins.
-  return {"model": name, "trl_micro": micro, "trl_step_s": min(times), "trl_steps": times}
+  out = {"model": name, "trl_micro": micro, "trl_step_s": min(times), "trl_steps": times}
+  return {**out, "ours_after": ours_after} if between is not None else out
 
 
 def synthetic_update(
@@ -437,6 +460,13 @@ def main():
     "ratio is taken against the fastest",
   )
   ap.add_argument(
+    "--interleave",
+    type=int,
+    default=1,
+    help="1: after our first (compiling) step, one of ours after each TRL step, so both sides "
+    "alternate (then --steps is ignored: 1 + all TRL steps); 0: all of ours, then TRL",
+  )
+  ap.add_argument(
     "--bound",
     action="store_true",
     help="also measure the step's bound (bench_decode_bound.rl_step_bound) in the same run",
@@ -484,22 +514,32 @@ def main():
   once = microbatch.REDUCE_ONCE = bool(args.reduce_once)
   rows = []
   for name in filter(None, args.sizes.split(",")):
-    row = ours(name, B, G, P, T, args.steps, ceiling, counter, micro, share)
+    steps = OursSteps(name, B, G, P, T, counter, micro, share)
+    interleave = bool(args.interleave and args.trl_steps)
+    for _ in range(1 if interleave else args.steps):
+      steps()
+    row = {}
     if args.bound:  # the same step at this machine's bound, measured next (before torch runs)
-      bound = bound_lib.rl_step_bound(
-        name, B * G, P, T, micro, info["read_gb_s"], ceiling, G, share
-      )
-      row.update({k: v for k, v in bound.items() if k not in row})
-      row["step_pct_of_bound"] = 100 * row["step_bound_s"] / row["step_s"]
+      row = bound_lib.rl_step_bound(name, B * G, P, T, micro, info["read_gb_s"], ceiling, G, share)
+    runs = None
     if args.trl_steps:
+      between = steps if interleave else None
       try:
-        runs = [trl(name, B, G, P, T, args.trl_steps, int(m)) for m in trl_micros]
+        runs = [trl(name, B, G, P, T, args.trl_steps, int(m), between) for m in trl_micros]
       except ImportError as e:
         print(f"TRL comparison skipped ({e}); install the bench extra: pip install -e .[bench]")
-      else:
-        # Judged against TRL's faster setting; every setting's steps are kept.
-        fastest = min(runs, key=lambda r: r["trl_step_s"])
-        row.update(fastest, trl_runs=runs, ratio_vs_trl=fastest["trl_step_s"] / row["step_s"])
+    for _ in range(args.steps - len(steps.per_step)):  # interleaving without TRL: the rest
+      steps()
+    row = {**row, **steps.summary(ceiling)}
+    if runs:
+      # Judged against TRL's faster setting; every setting's steps are kept.
+      fastest = min(runs, key=lambda r: r["trl_step_s"])
+      row.update(fastest, trl_runs=runs, ratio_vs_trl=fastest["trl_step_s"] / row["step_s"])
+      if interleave:
+        pairs = paired_ratios(runs)
+        row.update(ratio_pairs=pairs, ratio_paired_median=float(np.median(pairs)))
+    if args.bound:
+      row["step_pct_of_bound"] = 100 * row["step_bound_s"] / row["step_s"]
     if "trl_step_s" in row and args.bound:
       row["ratio_bound_vs_trl"] = row["trl_step_s"] / row["step_bound_s"]
     rows.append(row)
@@ -531,6 +571,7 @@ def main():
     "trl_step_s",
     "trl_micro",
     "ratio_vs_trl",
+    "ratio_paired_median",
     "sampling_s",
     "rewards_s",
     "logprobs_s",

@@ -3,7 +3,8 @@
 Each script runs in a subprocess on the "tiny" checkpoint (written by transformers into a
 temporary ``GRPO_BENCH_DIR``), with its JSON output checked: no recompilation after the first
 RL step, every update variant and table present, the sampler's tokens counted. No time is
-asserted; TRL is skipped (``--trl_steps 0``).
+asserted; TRL is skipped (``--trl_steps 0``) or replaced by a stand-in trainer that only
+calls its step callbacks (``STAND_IN_TRL``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,37 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def run_bench(script: str, args: list[str], tmp_path) -> dict:
+# A ``trl`` package with the two names bench_step.py uses: its trainer runs ``max_steps`` steps
+# that each grade one completion and sleep, between the callbacks' step begin and end.
+STAND_IN_TRL = """
+import time
+
+class GRPOConfig:
+  def __init__(self, max_steps, **kwargs):
+    self.max_steps = max_steps
+
+class GRPOTrainer:
+  def __init__(self, model, reward_funcs, args, train_dataset, processing_class, callbacks):
+    self.args, self.reward, self.callbacks = args, reward_funcs, callbacks
+
+  def train(self):
+    for _ in range(self.args.max_steps):
+      for c in self.callbacks:
+        c.on_step_begin(self.args, None, None)
+      assert self.reward(["t2 t3"]) == [0.5]
+      time.sleep(0.01)
+      for c in self.callbacks:
+        c.on_step_end(self.args, None, None)
+"""
+
+
+def run_bench(script: str, args: list[str], tmp_path, stand_in_trl: bool = False) -> dict:
   out = tmp_path / "out.json"
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
+  if stand_in_trl:
+    (tmp_path / "trl").mkdir()
+    (tmp_path / "trl" / "__init__.py").write_text(STAND_IN_TRL)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
   # Without the tests' 8 simulated devices: the scripts run as typed on one.
   flags = env.get("XLA_FLAGS", "").split()
   env["XLA_FLAGS"] = " ".join(f for f in flags if "force_host_platform_device_count" not in f)
@@ -76,17 +105,31 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
 def test_bench_step_reduce_once_flag_and_ab_on_two_devices(tmp_path):
   """The step with the gradient all-reduced per micro-batch (``--reduce_once 0``), the A/B of
   both placements and that of RoPE's two formulations, with one device per core (8 rows,
-  chunks of 2: 4 parts per device)."""
+  chunks of 2: 4 parts per device); our steps interleaved with a stand-in TRL's (two settings
+  of two steps each)."""
   res = run_bench(
     "bench_step.py",
     ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "2",
-     "--trl_steps", "0", "--micro_batch_size", "2", "--growth_sizes", "", "--cpu_devices", "2",
-     "--reduce_once", "0", "--ab_reduce", "tiny", "--ab_rope", "tiny", "--ab_reps", "1"],
+     "--trl_steps", "2", "--trl_micro_batch_sizes", "0,4", "--micro_batch_size", "2",
+     "--growth_sizes", "", "--cpu_devices", "2", "--reduce_once", "0", "--ab_reduce", "tiny",
+     "--ab_rope", "tiny", "--ab_reps", "1"],
     tmp_path,
+    stand_in_trl=True,
   )  # fmt: skip
   assert res["machine"]["devices"] == 2
   (row,) = res["step"]
-  assert row["compiles_by_step"][0] > 0 and row["compiles_by_step"][1:] == [0]
+  # Interleaved: our first (compiling) step, then one after each of the 2 × 2 TRL steps.
+  assert row["compiles_by_step"][0] > 0 and row["compiles_by_step"][1:] == [0, 0, 0, 0]
+  runs = row["trl_runs"]
+  assert [(r["trl_micro"], len(r["trl_steps"]), len(r["ours_after"])) for r in runs] == [
+    (0, 2, 2),
+    (4, 2, 2),
+  ]
+  assert row["step_s"] == min(t for r in runs for t in r["ours_after"])
+  assert row["ratio_vs_trl"] == pytest.approx(min(r["trl_step_s"] for r in runs) / row["step_s"])
+  # Each run's first pair is left out: one pair per run.
+  assert row["ratio_pairs"] == pytest.approx([r["trl_steps"][1] / r["ours_after"][1] for r in runs])
+  assert row["ratio_paired_median"] == pytest.approx(sum(row["ratio_pairs"]) / 2)
   ab, rope = res["ab"]
   assert ab["speedup"] == pytest.approx(ab["per_part_update_s"] / ab["once_update_s"])
   assert ab["per_part_mfu_pct"] > 0 and ab["once_mfu_pct"] > 0
