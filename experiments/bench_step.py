@@ -123,7 +123,7 @@ class OursSteps:
   Each call runs and times one step, rollout + update, then its breakdown pieces apart (not
   part of the step): grading (decode + rewards on the host; sampling = rollout − grading), one
   log-prob forward pass and a checkpoint save. ``summary`` takes the best of steps 2 onward
-  (step 1 compiles)."""
+  (step 1 compiles); ``close`` ends the checkpointer."""
 
   def __init__(
     self, name: str, B: int, G: int, P: int, T: int, counter, micro: int, share: bool = True
@@ -189,8 +189,10 @@ class OursSteps:
     print(json.dumps({"model": self.name, "ours": self.per_step[-1]}), flush=True)
     return self.per_step[-1]
 
-  def summary(self, ceiling: float) -> dict:
+  def close(self):
     self.ckpt.close()
+
+  def summary(self, ceiling: float) -> dict:
     warm = self.per_step[1:] or self.per_step
     best = {k: min(s[k] for s in warm) for k in warm[0] if k.endswith("_s")}
     N = self.B * self.G
@@ -512,10 +514,10 @@ def main():
   micro, trl_micros = args.micro_batch_size, args.trl_micro_batch_sizes.split(",")
   share = bool(args.share_prompt)
   once = microbatch.REDUCE_ONCE = bool(args.reduce_once)
+  interleave = bool(args.interleave and args.trl_steps)
   rows = []
   for name in filter(None, args.sizes.split(",")):
     steps = OursSteps(name, B, G, P, T, counter, micro, share)
-    interleave = bool(args.interleave and args.trl_steps)
     for _ in range(1 if interleave else args.steps):
       steps()
     row = {}
@@ -530,6 +532,7 @@ def main():
         print(f"TRL comparison skipped ({e}); install the bench extra: pip install -e .[bench]")
     for _ in range(args.steps - len(steps.per_step)):  # interleaving without TRL: the rest
       steps()
+    steps.close()
     row = {**row, **steps.summary(ceiling)}
     if runs:
       # Judged against TRL's faster setting; every setting's steps are kept.
