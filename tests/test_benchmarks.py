@@ -3,8 +3,8 @@
 Each script runs in a subprocess on the "tiny" checkpoint (written by transformers into a
 temporary ``GRPO_BENCH_DIR``), with its JSON output checked: no recompilation after the first
 RL step, every update variant and table present, the sampler's tokens counted. No time is
-asserted; TRL is skipped (``--trl_steps 0``) or replaced by a stand-in trainer that only
-calls its step callbacks (``STAND_IN_TRL``).
+asserted; TRL is replaced by a stand-in trainer that only calls its step callbacks
+(``STAND_IN_TRL``).
 """
 
 from __future__ import annotations
@@ -72,16 +72,22 @@ def test_bench_step_reports_breakdown_and_no_recompiles(tmp_path):
   res = run_bench(
     "bench_step.py",
     ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "3",
-     "--trl_steps", "0", "--micro_batch_size", "4", "--growth_sizes", "", "--ab_share", "tiny",
+     "--trl_steps", "1", "--trl_micro_batch_sizes", "0", "--interleave", "0",
+     "--micro_batch_size", "4", "--growth_sizes", "", "--ab_share", "tiny",
      "--ab_prefill", "tiny", "--ab_reps", "1", "--bound"],
     tmp_path,
+    stand_in_trl=True,
   )  # fmt: skip
   (row,) = res["step"]
   assert row["compiles_by_step"][0] > 0 and row["compiles_by_step"][1:] == [0, 0]
   for key in ("step_s", "sampling_s", "update_s", "logprobs_s", "checkpoint_s"):
     assert row[key] > 0, key
   assert 0 < row["update_mfu_pct"] < 100
-  assert "ratio_vs_trl" not in row and "ratio_bound_vs_trl" not in row  # TRL skipped
+  # Not interleaved (--interleave 0): our 3 steps, then the stand-in TRL's one, unpaired.
+  (trl_run,) = row["trl_runs"]
+  assert "ours_after" not in trl_run and "ratio_pairs" not in row
+  assert row["ratio_vs_trl"] == pytest.approx(trl_run["trl_step_s"] / row["step_s"])
+  assert row["ratio_bound_vs_trl"] == pytest.approx(trl_run["trl_step_s"] / row["step_bound_s"])
   # The bound of the same step: 8 rows, 8 new tokens, the update in chunks of 4 rows (one group
   # each, its prompt run once).
   assert (row["rows"], row["micro"], row["devices"], row["rows_per_prompt"]) == (8, 4, 1, 4)
