@@ -148,11 +148,10 @@ class OursSteps:
     before = self.counter.count
     rng = jax.random.fold_in(jax.random.key(0), step)
     t0 = time.perf_counter()
-    t_roll = time.perf_counter()
     batch, _ = rollout(
       self.hf.graphdef, self.state["params"], task, list(range(B)), G, rng, self.settings, self.mesh
     )
-    t_roll = time.perf_counter() - t_roll
+    t_roll = time.perf_counter() - t0
     t_up = time.perf_counter()
     self.state, metrics = self.update(self.state, batch)
     jax.block_until_ready(metrics)
@@ -543,8 +542,8 @@ def main():
         row.update(ratio_pairs=pairs, ratio_paired_median=float(np.median(pairs)))
     if args.bound:
       row["step_pct_of_bound"] = 100 * row["step_bound_s"] / row["step_s"]
-    if "trl_step_s" in row and args.bound:
-      row["ratio_bound_vs_trl"] = row["trl_step_s"] / row["step_bound_s"]
+      if runs:
+        row["ratio_bound_vs_trl"] = row["trl_step_s"] / row["step_bound_s"]
     rows.append(row)
     print(json.dumps(row), flush=True)
   variants = {
