@@ -26,12 +26,14 @@ setup(
         "tensorboardX",
         "tqdm",
         "matplotlib",
+        # GGUF checkpoints (models.load_gguf) are read and dequantised in numpy
+        "gguf>=0.10",
     ],
     extras_require={
         # torch (CPU build) only for tests that compare with transformers; the library never
         # imports it.
         "dev": ["pytest>=8", "pytest-xdist", "hypothesis", "ruff", "nbclient", "ipykernel",
-                "safetensors", "torch==2.13.0"],
+                "safetensors", "torch==2.13.0", "accelerate"],
         # benchmarks against transformers generate / TRL GRPOTrainer (experiments/bench_*.py)
         "bench": ["trl", "torch==2.13.0"],
         "tpu": ["jax[tpu]"],
