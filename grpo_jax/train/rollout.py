@@ -34,6 +34,7 @@ def rollout(graphdef, params, task, problems, group_size: int, rng, settings: Sa
       "rewards_N": rewards_N,
       "group_ids_N": group_ids_N,
       "subgroup_ids_N": group_ids_N.copy(),
+      "truncated_N": np.asarray(gen["truncated_N"], bool),  # the sampler's: no stop token
   }
   info = {"response/truncated_frac": float(np.mean(gen["truncated_N"])),
           "completions": gen["completions"]}

@@ -146,6 +146,7 @@ class StrategyRollout:
       "rewards_N": rewards_N,
       "group_ids_N": group_ids_N,
       "subgroup_ids_N": subgroup_ids_N,
+      "truncated_N": np.asarray(gen["truncated_N"], bool),  # stage 2's: no stop token
     }
     distinct_B = [
       len({layout.normalize_preview(t) for t in texts_BK[b : b + K]})
