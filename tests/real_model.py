@@ -75,6 +75,8 @@ def hf_dir() -> pathlib.Path:
       kw = {"gguf_file": source.name}
       model = AutoModelForCausalLM.from_pretrained(str(source.parent), torch_dtype=torch.float32,
                                                    **kw)
+      # The weights are dequantised on load: drop the GGUF quantizer so the model saves.
+      model.hf_quantizer = None
       if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
       tokenizer = AutoTokenizer.from_pretrained(str(source.parent), **kw)
