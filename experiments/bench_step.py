@@ -78,9 +78,11 @@ class BenchTask:
   def __init__(self, tokenizer, prompts_BxP: np.ndarray):
     self.tokenizer, self.prompts_BxP = tokenizer, prompts_BxP
     self.pad_id, self.eos_id, self.prompt_len = bc.PAD_ID, -1, prompts_BxP.shape[1]
+    self.stop_ids = (self.eos_id,)
 
   def encode_prompts(self, problems):
-    return self.prompts_BxP[np.asarray(problems)]
+    prompts_BxP = self.prompts_BxP[np.asarray(problems)]
+    return prompts_BxP, np.ones_like(prompts_BxP)  # random prompts of full width
 
   def decode(self, tokens_NxT, mask_NxT):
     return self.tokenizer.batch_decode(

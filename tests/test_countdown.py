@@ -137,8 +137,9 @@ def test_from_config():
 
 def test_prompts_fixed_length(task):
   problems = task.train_problems(0, 400) + task.eval_problems()
-  prompts_BxP = task.encode_prompts(problems)
+  prompts_BxP, mask_BxP = task.encode_prompts(problems)
   assert prompts_BxP.shape == (600, task.prompt_len) and prompts_BxP.dtype == np.int32
+  assert mask_BxP.shape == prompts_BxP.shape and mask_BxP.all()
   assert task.prompt_len == 9
   assert task.prompt_text(Problem((3, 8, 9), 7, 0)) == "07=3,8,9:"
   for p, row in zip(problems[:20], prompts_BxP):
@@ -171,11 +172,12 @@ def test_rewards_vectorised(task):
 
 
 def test_sft_batch_lines_up(task):
-  tokens_BxL, mask_BxL = task.sft_batch(100, 64, np.random.default_rng(0))
+  tokens_BxL, input_mask_BxL, mask_BxL = task.sft_batch(100, 64, np.random.default_rng(0))
   length = task.prompt_len + task.completion_len
   assert tokens_BxL.shape == mask_BxL.shape == (64, length) and task.completion_len == 9
   problems = task.train_problems(100, 64)
-  np.testing.assert_array_equal(tokens_BxL[:, : task.prompt_len], task.encode_prompts(problems))
+  np.testing.assert_array_equal(tokens_BxL[:, : task.prompt_len], task.encode_prompts(problems)[0])
+  np.testing.assert_array_equal(input_mask_BxL, tokens_BxL != task.pad_id)  # pad is distinct
   assert not mask_BxL[:, : task.prompt_len].any()
   completions = task.decode(tokens_BxL[:, task.prompt_len :], mask_BxL[:, task.prompt_len :])
   assert task.rewards(problems, completions).tolist() == [1.0] * 64
@@ -185,7 +187,7 @@ def test_sft_batch_lines_up(task):
     assert tokens[on[-1]] == task.eos_id  # eos is the last supervised token
     assert (tokens[on[-1] + 1 :] == task.pad_id).all()
     assert task.eos_id not in tokens[: on[-1]].tolist()
-  again, _ = task.sft_batch(100, 64, np.random.default_rng(0))
+  again, _, _ = task.sft_batch(100, 64, np.random.default_rng(0))
   np.testing.assert_array_equal(again, tokens_BxL)
 
 
@@ -201,7 +203,7 @@ def test_strategies_differ(task):
   # Many problems admit more than one plan, so a preview carries real choice.
   multi = np.mean([len({s[0] for s in task.solutions(p)}) > 1 for p in problems])
   assert multi > 0.3
-  tokens_BxL, mask_BxL = task.sft_batch(0, 256, np.random.default_rng(1))
+  tokens_BxL, _, mask_BxL = task.sft_batch(0, 256, np.random.default_rng(1))
   completions = task.decode(tokens_BxL, mask_BxL)
   assert len({task.plan_of(c) for c in completions}) >= 6
 

@@ -24,12 +24,13 @@ def task(tmp_path_factory):
 
 def test_prompts_are_left_padded_to_the_fixed_width(task):
   rows = task.train_problems(0, 3)
-  tokens_BxP = task.encode_prompts(rows)
-  assert tokens_BxP.shape == (3, task.prompt_len)
-  for row, toks in zip(rows, tokens_BxP):
-    real = toks[toks != task.pad_id]
+  tokens_BxP, mask_BxP = task.encode_prompts(rows)
+  assert tokens_BxP.shape == mask_BxP.shape == (3, task.prompt_len)
+  for row, toks, mask in zip(rows, tokens_BxP, mask_BxP):
+    real = toks[mask == 1]
     assert task.tokenizer.decode(real.tolist()) == task.prompt_text(row)
     assert np.all(toks[: task.prompt_len - len(real)] == task.pad_id)
+    assert np.all(mask[: task.prompt_len - len(real)] == 0)
 
 
 def test_too_long_prompts_are_dropped_and_counted(task):

@@ -219,7 +219,7 @@ def test_sampler_prefills_each_prompt_once():
 
 
 class _Task:
-  pad_id, eos_id = 0, V + 1
+  pad_id, eos_id, stop_ids = 0, V + 1, (V + 1,)
 
   def decode(self, tokens_NxT, mask_NxT):
     return [" ".join(map(str, t[m > 0])) for t, m in zip(tokens_NxT, mask_NxT)]
@@ -233,8 +233,17 @@ def test_generate_shares_prompts_within_each_devices_rows():
   mesh = shard_lib.make_mesh(load().mesh, jax.devices())
   assert shard_lib.batch_size_multiple(mesh) == 8 and group_run(4, 16, 1, 8) == 2
   params = shard_lib.replicate(params, mesh)
+  prompt_mask_NxP = np.asarray(mask[:, :P])
   run = lambda g: generate(
-    graphdef, params, _Task(), prompts_NxP, jax.random.key(0), SampleSettings(6), mesh, g
+    graphdef,
+    params,
+    _Task(),
+    prompts_NxP,
+    prompt_mask_NxP,
+    jax.random.key(0),
+    SampleSettings(6),
+    mesh,
+    g,
   )
   ref, out = run(1), run(4)
   np.testing.assert_array_equal(out["tokens_NxT"], ref["tokens_NxT"])

@@ -202,7 +202,7 @@ def test_two_stage_batch_lines_up_with_tokens(tiny):
   for n in range(B * G):
     b, sub = n // G, batch["subgroup_ids_N"][n]
     assert batch["group_ids_N"][n] == b and b * K <= sub < (b + 1) * K
-    assert tokens[n, :P].tolist() == task.encode_prompts([problems[b]])[0].tolist() + [
+    assert tokens[n, :P].tolist() == task.encode_prompts([problems[b]])[0][0].tolist() + [
       task.tokenizer.convert_tokens_to_ids("=")
     ]
     resp = tokens[n, P:][resp_mask[n] == 1]

@@ -69,7 +69,7 @@ def test_round_trip_equals_a_direct_draw(setup, stored):
   assert len(previews) == NUM
   for i in range(NUM // CHUNK):
     problems = task.train_problems(i * CHUNK, CHUNK)
-    context, mask = two_stage.make_context(task.encode_prompts(problems), spec)
+    context, mask = two_stage.make_context(*task.encode_prompts(problems), spec)
     direct = two_stage.draw_previews(
       graphdef,
       params,

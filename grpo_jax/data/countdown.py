@@ -79,6 +79,7 @@ class CountdownTask:
     self.tokenizer: PreTrainedTokenizerFast = build_tokenizer()
     self.pad_id: int = self.tokenizer.pad_token_id
     self.eos_id: int = self.tokenizer.eos_token_id
+    self.stop_ids: tuple[int, ...] = (self.eos_id,)
     vocab = self.tokenizer.get_vocab()
     self._char_to_id = {c: i for c, i in vocab.items() if len(c) == 1}
     self._id_to_text = np.array([""] * len(vocab), dtype=object)
@@ -180,10 +181,12 @@ class CountdownTask:
   def _encode(self, text: str) -> list[int]:
     return [self._char_to_id[c] for c in text]
 
-  def encode_prompts(self, problems) -> np.ndarray:
-    """int32 ``[B, P]`` prompt ids (no padding needed: every prompt has length P)."""
+  def encode_prompts(self, problems) -> tuple[np.ndarray, np.ndarray]:
+    """int32 ``tokens_BxP`` prompt ids and their ``mask_BxP`` (all ones: every prompt has
+    length P)."""
     prompts_BxP = np.array([self._encode(self.prompt_text(p)) for p in problems], np.int32)
-    return prompts_BxP.reshape(len(problems), self.prompt_len)
+    prompts_BxP = prompts_BxP.reshape(len(problems), self.prompt_len)
+    return prompts_BxP, np.ones_like(prompts_BxP)
 
   def decode(self, tokens_NxT: np.ndarray, mask_NxT: np.ndarray) -> list[str]:
     """Completion texts: tokens under the mask, cut at the first EOS, pad/EOS removed."""
@@ -218,10 +221,12 @@ class CountdownTask:
     Each reference completion ``<plan>;<expression><eos>`` is drawn uniformly from the problem's
     valid (plan, expression) solutions, so several plans appear for the same problem.
     Returns int32 ``tokens_BxL`` (prompt, completion, eos, right-padded with pad to
-    L = prompt_len + completion_len) and int32 ``loss_mask_BxL`` (1 on completion tokens and eos).
+    L = prompt_len + completion_len), int32 ``input_mask_BxL`` (1 on prompt, completion and eos)
+    and int32 ``loss_mask_BxL`` (1 on completion tokens and eos).
     """
     length = self.prompt_len + self.completion_len
     tokens_BxL = np.full((count, length), self.pad_id, np.int32)
+    input_mask_BxL = np.zeros((count, length), np.int32)
     loss_mask_BxL = np.zeros((count, length), np.int32)
     for b, p in enumerate(self.train_problems(start, count)):
       options = self.solutions(p)
@@ -229,8 +234,9 @@ class CountdownTask:
       completion = self._encode(f"{plan}{self.delimiter}{expression}") + [self.eos_id]
       ids = self._encode(self.prompt_text(p)) + completion
       tokens_BxL[b, : len(ids)] = ids
+      input_mask_BxL[b, : len(ids)] = 1
       loss_mask_BxL[b, self.prompt_len : len(ids)] = 1
-    return tokens_BxL, loss_mask_BxL
+    return tokens_BxL, input_mask_BxL, loss_mask_BxL
 
 
 __all__ = ["CountdownTask", "Problem"]

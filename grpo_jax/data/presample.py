@@ -32,6 +32,12 @@ class PresampleError(ValueError):
   """A presample file that is missing, unreadable, or does not match the run."""
 
 
+def stream_index(problem) -> int:
+  """A training problem's position in the task's stream: countdown problems carry it as
+  ``.index``, math rows as ``["index"]`` (``MathTask.train_problems``)."""
+  return int(problem["index"] if isinstance(problem, dict) else problem.index)
+
+
 def presample_key(seed: int) -> jax.Array:
   return jax.random.fold_in(jax.random.PRNGKey(seed), 2**31 - 2)  # never a step or eval key
 
@@ -44,7 +50,7 @@ def _meta(spec: PreviewSpec, num_prompts: int, chunk: int, seed: int) -> dict:
     "num_previews": spec.num_previews,
     "max_preview_tokens": spec.max_preview_tokens,
     "template_ids": list(spec.template_ids),
-    "delimiter_id": spec.delimiter_id,
+    "delimiter": spec.delimiter,
   }
 
 
@@ -103,9 +109,17 @@ def write_presample(
       if final.is_dir():
         continue
       problems = task.train_problems(i * chunk, chunk)
-      context_BxC, mask_BxC = make_context(task.encode_prompts(problems), spec)
+      context_BxC, mask_BxC = make_context(*task.encode_prompts(problems), spec)
       previews = draw_previews(
-        graphdef, params, context_BxC, mask_BxC, jax.random.fold_in(key, i), spec, settings, mesh
+        graphdef,
+        params,
+        context_BxC,
+        mask_BxC,
+        jax.random.fold_in(key, i),
+        spec,
+        settings,
+        mesh,
+        task.decode,
       )
       rows = _chunk_rows(task, i * chunk, previews, problems, spec)
       tmp = parts / f"{i:05d}.tmp"
@@ -139,23 +153,25 @@ class PresampledPreviews:
     return len(self._row)
 
   def previews(self, task, problems) -> dict:
-    """Stage-1 arrays (as ``draw_previews`` returns them) for ``problems`` (``.index`` = stream
-    position); raises if a prompt is absent or its text differs from the stored one."""
+    """Stage-1 arrays (as ``draw_previews`` returns them) for ``problems`` (each carries its
+    stream position, :func:`stream_index`); raises if a prompt is absent or its text differs
+    from the stored one."""
     K, M = self.spec.num_previews, self.spec.max_preview_tokens
     tokens = np.full((len(problems) * K, M), self.spec.pad_id, np.int32)
     mask, logps = np.zeros(tokens.shape, np.int32), np.zeros(tokens.shape, np.float32)
     stopped = np.zeros(len(problems) * K, bool)
     for b, p in enumerate(problems):
-      if p.index not in self._row:
+      index = stream_index(p)
+      if index not in self._row:
         raise PresampleError(
-          f"presample {self.path} has no prompt at stream position {p.index} "
+          f"presample {self.path} has no prompt at stream position {index} "
           f"(it holds {len(self)}); raise strategy.presample_prompts and "
           "re-run --mode=presample"
         )
-      row = {c: v[self._row[p.index]] for c, v in self._columns.items()}
+      row = {c: v[self._row[index]] for c, v in self._columns.items()}
       if row["prompt"] != task.prompt_text(p):
         raise PresampleError(
-          f"presample {self.path} row {p.index} is for prompt "
+          f"presample {self.path} row {index} is for prompt "
           f"{row['prompt']!r}, the run has {task.prompt_text(p)!r} (another "
           "seed or data config?)"
         )

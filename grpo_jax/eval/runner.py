@@ -26,9 +26,10 @@ def sample_and_grade(graphdef, params, task, problems, num_samples: int, rng,
     chunk = list(problems[start:start + chunk_problems])
     real = len(chunk)
     chunk += [chunk[-1]] * (chunk_problems - real)
-    prompts_NxP = np.repeat(task.encode_prompts(chunk), num_samples, axis=0)
-    gen = generate(graphdef, params, task, prompts_NxP, jax.random.fold_in(rng, i), settings,
-                   mesh, num_samples)
+    prompts_BxP, mask_BxP = task.encode_prompts(chunk)
+    gen = generate(graphdef, params, task, np.repeat(prompts_BxP, num_samples, axis=0),
+                   np.repeat(mask_BxP, num_samples, axis=0), jax.random.fold_in(rng, i),
+                   settings, mesh, num_samples)
     rows = real * num_samples
     problems_N = [p for p in chunk[:real] for _ in range(num_samples)]
     rewards_N = np.asarray(task.rewards(problems_N, gen["completions"][:rows]))

@@ -34,6 +34,7 @@ def generate(
   params,
   task,
   prompts_NxP: np.ndarray,
+  prompt_mask_NxP: np.ndarray,
   rng,
   settings: SampleSettings,
   mesh,
@@ -41,11 +42,15 @@ def generate(
 ):
   """Samples one completion per prompt row; returns host arrays and decoded completions.
 
+  ``prompt_mask_NxP``: 1 on real prompt tokens (the task's, never re-derived from a pad id).
+  Rows stop on any of ``task.stop_ids``.
+
   ``group_size``: the rows come in groups of that many consecutive copies of one prompt (every
   process's rows whole groups), whose prompts are prefilled once per device-local run.
   """
-  prompt_mask_NxP = (prompts_NxP != task.pad_id).astype(np.int32)
-  batch = shard_lib.shard_batch({"p": prompts_NxP, "m": prompt_mask_NxP}, mesh)
+  batch = shard_lib.shard_batch(
+    {"p": prompts_NxP, "m": np.asarray(prompt_mask_NxP, np.int32)}, mesh
+  )
   N, devices = batch["p"].shape[0], shard_lib.batch_size_multiple(mesh)  # all processes' rows
   blocks = devices if N % devices == 0 else 1  # the device-local runs
   # Under the mesh: the model's activation and KV-cache layout constraints apply.
@@ -56,7 +61,7 @@ def generate(
     batch["m"],
     rng,
     max_new_tokens=settings.max_new_tokens,
-    eos_id=task.eos_id,
+    eos_id=tuple(task.stop_ids),
     pad_id=task.pad_id,
     temperature=settings.temperature,
     top_k=settings.top_k,

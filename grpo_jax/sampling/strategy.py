@@ -1,7 +1,9 @@
 """Strategy-conditioned two-stage sampling (METHODS §5, seed ``000_…``): previews → subgroups.
 
   stage 1   K previews per prompt from [prompt | template], B·K rows in one sampler call, each
-            stopping at the delimiter (kept as its last token) or after M = max_preview_tokens.
+            ending at the first token whose decoded text completes the delimiter (a stop
+            string, kept as the preview's last token), at an end token, or after
+            M = max_preview_tokens tokens.
   stage 2   G completions per prompt, counts_k = allocate(G, K) of them conditioned on preview k,
             from [prompt | template | preview] left-aligned: B·G rows in one sampler call.
 
@@ -23,46 +25,78 @@ from grpo_jax.sampling import strategy_layout as layout
 from grpo_jax.sampling.sampler import sample
 
 
+def delimiter_token_ids(tokenizer, delimiter: str) -> tuple[int, ...]:
+  """Every non-special token whose decoded text contains ``delimiter`` (a BPE vocabulary merges
+  ``"\n"`` into ``".\n"``, ``"\n\n"`` ...): the sampler stops a preview on any of them."""
+  special = set(tokenizer.all_special_ids)
+  ids = [i for i in range(len(tokenizer)) if i not in special]
+  texts = tokenizer.batch_decode([[i] for i in ids])
+  return tuple(i for i, t in zip(ids, texts) if delimiter in t)
+
+
 @dataclasses.dataclass(frozen=True)
 class PreviewSpec:
-  """What stage 1 writes and how it stops, in token ids."""
+  """What stage 1 writes and how it stops."""
 
   num_previews: int  # K
   max_preview_tokens: int  # M
   template_ids: tuple[int, ...]
-  delimiter_id: int
-  eos_id: int
+  delimiter: str  # the stop string
+  delimiter_ids: tuple[int, ...]  # tokens whose text contains it (stop in the sampler)
+  eos_ids: tuple[int, ...]  # the task's end tokens
   pad_id: int
 
   @classmethod
-  def from_config(cls, strategy_cfg, tokenizer) -> PreviewSpec:
-    encode = lambda text: list(tokenizer.encode(text, add_special_tokens=False))
-    delimiter = encode(strategy_cfg.delimiter)
-    if len(delimiter) != 1:
-      raise ValueError(
-        f"strategy.delimiter {strategy_cfg.delimiter!r} must be one token, got ids {delimiter}"
-      )
+  def from_config(cls, strategy_cfg, tokenizer, stop_ids=None) -> PreviewSpec:
+    """``stop_ids``: the task's end tokens (default: the tokenizer's EOS)."""
+    if not strategy_cfg.delimiter:
+      raise ValueError("strategy.delimiter must be a non-empty string")
     if strategy_cfg.max_preview_tokens < 1:
       raise ValueError("strategy.max_preview_tokens must be >= 1")
+    delimiter_ids = delimiter_token_ids(tokenizer, strategy_cfg.delimiter)
+    if not delimiter_ids:
+      raise ValueError(f"no token of the vocabulary contains strategy.delimiter "
+                       f"{strategy_cfg.delimiter!r}")
+    stop_ids = tuple(stop_ids or (tokenizer.eos_token_id,))
     return cls(
       int(strategy_cfg.num_previews),
       int(strategy_cfg.max_preview_tokens),
-      tuple(encode(strategy_cfg.preview_template)),
-      delimiter[0],
-      int(tokenizer.eos_token_id),
+      tuple(tokenizer.encode(strategy_cfg.preview_template, add_special_tokens=False)),
+      str(strategy_cfg.delimiter),
+      delimiter_ids,
+      tuple(int(i) for i in stop_ids),
       int(tokenizer.pad_token_id),
     )
 
 
-def make_context(prompts_BxP: np.ndarray, spec: PreviewSpec):
+def make_context(prompts_BxP: np.ndarray, prompt_mask_BxP: np.ndarray, spec: PreviewSpec):
   """[left-padded prompt | template] and its mask: int32 ``tokens_BxC``, ``mask_BxC``."""
   prompts_BxP = np.asarray(prompts_BxP, np.int32)
   template_BxL = np.broadcast_to(
     np.asarray(spec.template_ids, np.int32), (len(prompts_BxP), len(spec.template_ids))
   )
   tokens_BxC = np.concatenate([prompts_BxP, template_BxL], axis=1)
-  mask_BxC = np.concatenate([prompts_BxP != spec.pad_id, np.ones(template_BxL.shape, bool)], 1)
+  mask_BxC = np.concatenate(
+    [np.asarray(prompt_mask_BxP, bool), np.ones(template_BxL.shape, bool)], 1
+  )
   return tokens_BxC, mask_BxC.astype(np.int32)
+
+
+def stop_string_ends(tokens_NxM, mask_NxM, delimiter: str, decode) -> np.ndarray:
+  """Per row, the number of tokens up to and including the first one whose decoded prefix
+  contains ``delimiter`` (a stop string that spans tokens, e.g. ``"\n\n"`` as two ``"\n"``),
+  or 0 where the text never contains it. ``decode(tokens_NxT, mask_NxT) -> texts``. Int [N]."""
+  ends_N = np.zeros(len(tokens_NxM), np.int64)
+  for n, text in enumerate(decode(tokens_NxM, mask_NxM)):
+    if delimiter not in text:
+      continue
+    for t in range(1, int(mask_NxM[n].sum()) + 1):
+      prefix_mask = np.zeros((1, mask_NxM.shape[1]), np.int32)
+      prefix_mask[0, :t] = 1
+      if delimiter in decode(tokens_NxM[n : n + 1], prefix_mask)[0]:
+        ends_N[n] = t
+        break
+  return ends_N
 
 
 def draw_rows(
@@ -113,11 +147,13 @@ def draw_rows(
 
 
 def draw_previews(
-  graphdef, params, context_BxC, context_mask_BxC, rng, spec: PreviewSpec, settings, mesh
+  graphdef, params, context_BxC, context_mask_BxC, rng, spec: PreviewSpec, settings, mesh, decode
 ) -> dict:
   """Stage 1: K previews per prompt. Returns ``tokens_BKxM``, ``mask_BKxM`` (prefix masks),
-  ``logps_BKxM`` and ``stopped_BK`` (ended on the delimiter). A preview that ends on EOS keeps
-  the text before it: EOS is dropped so stage 2 continues the response, not a new one."""
+  ``logps_BKxM`` and ``stopped_BK`` (ended on the delimiter). A preview that ends on an end
+  token keeps the text before it: the end token is dropped so stage 2 continues the response,
+  not a new one. ``decode``: the task's ``decode(tokens_NxT, mask_NxT) -> texts``, which finds
+  delimiters that span tokens (cut after the token that completes them)."""
   K = spec.num_previews
   out = draw_rows(
     graphdef,
@@ -126,20 +162,21 @@ def draw_previews(
     np.repeat(context_mask_BxC, K, 0),
     rng,
     max_new_tokens=spec.max_preview_tokens,
-    stop_ids=(spec.delimiter_id, spec.eos_id),
+    stop_ids=tuple(dict.fromkeys(spec.delimiter_ids + spec.eos_ids)),
     pad_id=spec.pad_id,
     settings=settings,
     mesh=mesh,
     prompt_share=K,
   )
   tokens, mask, logps = out["tokens_NxT"], out["mask_NxT"], out["logps_NxT"]
-  eos = (tokens == spec.eos_id) & (mask != 0)
-  mask = np.where(eos, 0, mask)
+  mask = np.where(np.isin(tokens, spec.eos_ids) & (mask != 0), 0, mask)
+  ends_N = stop_string_ends(tokens, mask, spec.delimiter, decode)
+  mask = np.where((ends_N[:, None] > 0) & (np.arange(mask.shape[1]) >= ends_N[:, None]), 0, mask)
   return {
     "tokens_BKxM": np.where(mask != 0, tokens, spec.pad_id).astype(np.int32),
     "mask_BKxM": mask.astype(np.int32),
     "logps_BKxM": np.where(mask != 0, logps, 0.0).astype(np.float32),
-    "stopped_BK": np.any((tokens == spec.delimiter_id) & (mask != 0), axis=1),
+    "stopped_BK": ends_N > 0,
   }
 
 
@@ -173,7 +210,7 @@ def draw_completions(
     mask_NxL,
     rng,
     max_new_tokens=settings.max_new_tokens,
-    stop_ids=spec.eos_id,
+    stop_ids=spec.eos_ids,
     pad_id=spec.pad_id,
     settings=settings,
     mesh=mesh,
@@ -191,4 +228,12 @@ def draw_completions(
   return out
 
 
-__all__ = ["PreviewSpec", "draw_completions", "draw_previews", "draw_rows", "make_context"]
+__all__ = [
+  "PreviewSpec",
+  "delimiter_token_ids",
+  "draw_completions",
+  "draw_previews",
+  "draw_rows",
+  "make_context",
+  "stop_string_ends",
+]

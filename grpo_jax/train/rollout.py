@@ -19,16 +19,17 @@ def rollout(graphdef, params, task, problems, group_size: int, rng, settings: Sa
   """
   if strategy is not None and strategy.active:
     return strategy.rollout(graphdef, params, task, problems, group_size, rng, settings, mesh)
-  prompts_BxP = task.encode_prompts(problems)
+  prompts_BxP, prompt_mask_BxP = task.encode_prompts(problems)
   prompts_NxP = np.repeat(prompts_BxP, group_size, axis=0)
-  gen = generate(graphdef, params, task, prompts_NxP, rng, settings, mesh, group_size)
+  prompt_mask_NxP = np.repeat(prompt_mask_BxP, group_size, axis=0)
+  gen = generate(graphdef, params, task, prompts_NxP, prompt_mask_NxP, rng, settings, mesh,
+                 group_size)
   problems_N = [p for p in problems for _ in range(group_size)]
   rewards_N = np.asarray(task.rewards(problems_N, gen["completions"]), np.float32)
   group_ids_N = np.repeat(np.arange(len(problems), dtype=np.int32), group_size)
   batch = {
       "tokens_NxL": np.concatenate([prompts_NxP, gen["tokens_NxT"]], axis=1).astype(np.int32),
-      "input_mask_NxL": np.concatenate(
-          [(prompts_NxP != task.pad_id).astype(np.int32), gen["mask_NxT"]], axis=1),
+      "input_mask_NxL": np.concatenate([prompt_mask_NxP, gen["mask_NxT"]], axis=1),
       "completion_mask_NxT": gen["mask_NxT"],
       "sample_logps_NxT": gen["logps_NxT"],
       "rewards_N": rewards_N,

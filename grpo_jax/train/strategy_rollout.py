@@ -36,7 +36,9 @@ class StrategyRollout:
     s = cfg.strategy
     self.cfg, self.task = cfg, task
     self.active = bool(s.enabled) and int(s.num_previews) > 1
-    self.spec = two_stage.PreviewSpec.from_config(s, task.tokenizer) if s.enabled else None
+    self.spec = (
+      two_stage.PreviewSpec.from_config(s, task.tokenizer, task.stop_ids) if s.enabled else None
+    )
     if s.enabled:
       layout.allocate(cfg.sampling.group_size, s.num_previews)  # validates K <= G
       if cfg.eval.with_strategy:
@@ -96,13 +98,14 @@ class StrategyRollout:
   ) -> dict:
     """Both stages for ``problems``; graded rows and the update batch (see module doc)."""
     task, spec, K = self.task, self.spec, self.spec.num_previews
-    context_BxC, context_mask_BxC = two_stage.make_context(task.encode_prompts(problems), spec)
+    context_BxC, context_mask_BxC = two_stage.make_context(*task.encode_prompts(problems), spec)
     key_preview, key_completion = jax.random.split(rng)
     if self.presampled is not None and not online:
       previews = self.presampled.previews(task, problems)
     else:
       previews = two_stage.draw_previews(
-        graphdef, params, context_BxC, context_mask_BxC, key_preview, spec, settings, mesh
+        graphdef, params, context_BxC, context_mask_BxC, key_preview, spec, settings, mesh,
+        task.decode,
       )
     gen = two_stage.draw_completions(
       graphdef,

@@ -51,11 +51,11 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
   history = []
   bar = tqdm(range(1, ws.max_steps + 1), desc="warm start", disable=not cfg.logging.progress)
   for step in bar:
-    tokens_BxL, loss_mask_BxL = task.sft_batch(SFT_STREAM_START + step * ws.batch_size,
-                                                ws.batch_size, rng)
+    tokens_BxL, input_mask_BxL, loss_mask_BxL = task.sft_batch(
+        SFT_STREAM_START + step * ws.batch_size, ws.batch_size, rng)
     batch = shard_lib.shard_batch({
         "tokens_BxL": tokens_BxL,
-        "input_mask_BxL": (tokens_BxL != task.pad_id).astype(np.int32),
+        "input_mask_BxL": input_mask_BxL,
         "loss_mask_BxL": loss_mask_BxL,
     }, mesh)
     params, opt_state, loss = step_fn(params, opt_state, batch)

@@ -1,8 +1,12 @@
 """Math datasets as an RL/eval task: the same interface as the built-in countdown task.
 
-Prompts are the papers' templates (``data.template``) tokenized with the model's tokenizer and
-LEFT-padded to ``data.max_prompt_tokens`` (one static shape for the jitted sampler and update;
-longer prompts are dropped at load time and counted). Rewards come from ``rewards.math`` (our
+Prompts are the papers' templates (``data.template``), wrapped in the checkpoint's chat template
+(``data.chat_template``, :mod:`grpo_jax.data.hf_tokenizer`), tokenized with the model's tokenizer
+and LEFT-padded to ``data.max_prompt_tokens`` (one static shape for the jitted sampler and
+update; longer prompts are dropped at load time and counted). Prompt masks come from the
+token counts, never from a pad id: a chat tokenizer may pad with its end-of-turn token, which
+its prompts contain. Generation stops on every end token the checkpoint declares
+(``stop_ids``). Rewards come from ``rewards.math`` (our
 extraction + exact fast path + math-verify in hard-killed workers); its counters (timeouts,
 parse failures, ...) of the last call are kept in ``last_reward_counts`` for the step metrics.
 """
@@ -13,6 +17,7 @@ import logging
 
 import numpy as np
 
+from grpo_jax.data import hf_tokenizer
 from grpo_jax.data.math.load import load_math_dataset
 from grpo_jax.data.math.templates import format_prompt
 
@@ -24,9 +29,12 @@ class MathTask:
 
   def __init__(self, tokenizer, train_rows: list[dict], eval_rows: dict[str, list[dict]], *,
                template: str = "dapo", max_prompt_tokens: int = 512, seed: int = 0,
-               timeout_s: float = 5.0, num_workers: int = 2):
+               timeout_s: float = 5.0, num_workers: int = 2, chat_template: str | None = None,
+               stop_ids: tuple[int, ...] = (), completion_len: int = 0):
     self.tokenizer = tokenizer
     self.template = template
+    self.chat_template = chat_template  # Jinja text, or None for raw prompts
+    self.completion_len = int(completion_len)  # T of the supervised warm start
     self.prompt_len = int(max_prompt_tokens)
     self.seed = seed
     self.timeout_s = timeout_s
@@ -34,6 +42,7 @@ class MathTask:
     self.eos_id = int(tokenizer.eos_token_id)
     pad = tokenizer.pad_token_id
     self.pad_id = int(self.eos_id if pad is None else pad)
+    self.stop_ids = tuple(stop_ids) or (self.eos_id,)
     self.dropped_too_long = 0
     self.train_rows = self._fit(train_rows)
     self.eval_sets = {name: self._fit(rows) for name, rows in eval_rows.items()}
@@ -48,13 +57,17 @@ class MathTask:
     paths = dict(zip(d.eval_sets, d.eval_paths)) if d.eval_paths else {}
     evals = {name: load_math_dataset(name, paths.get(name))[0] for name in d.eval_sets}
     return cls(tokenizer, train, evals, template=d.template, max_prompt_tokens=d.max_prompt_tokens,
-               seed=cfg.seed, timeout_s=d.reward_timeout_s)
+               seed=cfg.seed, timeout_s=d.reward_timeout_s,
+               chat_template=hf_tokenizer.resolve_chat_template(tokenizer, d.chat_template),
+               stop_ids=hf_tokenizer.stop_token_ids(cfg.model.hf_path, tokenizer),
+               completion_len=cfg.sampling.max_new_tokens)
 
   def prompt_text(self, row: dict) -> str:
+    """The user message (before any chat template): the row's identity in presample files."""
     return format_prompt(row["problem"], self.template)
 
   def _encode(self, row: dict) -> list[int]:
-    return self.tokenizer(self.prompt_text(row), add_special_tokens=False)["input_ids"]
+    return hf_tokenizer.encode_prompt(self.tokenizer, self.prompt_text(row), self.chat_template)
 
   def _fit(self, rows: list[dict]) -> list[dict]:
     kept = []
@@ -78,7 +91,7 @@ class MathTask:
     for index in range(start, start + count):
       epoch, pos = divmod(index, n)
       order = np.random.default_rng([self.seed, epoch]).permutation(n)
-      out.append(self.train_rows[order[pos]])
+      out.append({**self.train_rows[order[pos]], "index": index})  # its stream position
     return out
 
   def eval_problems(self, count: int | None = None, name: str | None = None) -> list[dict]:
@@ -90,13 +103,50 @@ class MathTask:
     """Every evaluation set (``data.eval_sets``), each cut to ``count`` problems."""
     return {name: self.eval_problems(count, name) for name in self.eval_sets}
 
-  def encode_prompts(self, rows: list[dict]) -> np.ndarray:
-    """int32 [B, P], left-padded with ``pad_id``."""
-    out = np.full((len(rows), self.prompt_len), self.pad_id, np.int32)
+  def encode_prompts(self, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """int32 ``tokens_BxP`` left-padded with ``pad_id`` and int32 ``mask_BxP`` (1 = token)."""
+    tokens_BxP = np.full((len(rows), self.prompt_len), self.pad_id, np.int32)
+    mask_BxP = np.zeros((len(rows), self.prompt_len), np.int32)
     for i, row in enumerate(rows):
       ids = row["input_ids"]
-      out[i, self.prompt_len - len(ids):] = ids
-    return out
+      tokens_BxP[i, self.prompt_len - len(ids):] = ids
+      mask_BxP[i, self.prompt_len - len(ids):] = 1
+    return tokens_BxP, mask_BxP
+
+  def _solution_ids(self, row: dict) -> list[int]:
+    """The reference solution as the model would write it: the assistant turn's text, then
+    the end token (the chat template's end of turn is the tokenizer's EOS)."""
+    ids = self.tokenizer(row["solution"], add_special_tokens=False)["input_ids"]
+    return list(ids) + [self.eos_id]
+
+  def sft_batch(self, start: int, count: int, rng: np.random.Generator):
+    """Teacher-forcing batch from the training stream at ``start``: rows whose reference
+    solution (+ EOS) fits ``completion_len`` tokens, in stream order. Returns int32
+    ``tokens_BxL`` ([left-padded prompt | solution, EOS, right padding], L = P + T),
+    ``input_mask_BxL`` and ``loss_mask_BxL`` (1 on solution tokens and EOS)."""
+    del rng  # one reference solution per problem
+    if not self.train_rows or "solution" not in self.train_rows[0]:
+      raise ValueError("the training set has no reference solutions for a warm start")
+    P, T = self.prompt_len, self.completion_len
+    tokens_BxL = np.full((count, P + T), self.pad_id, np.int32)
+    input_mask_BxL = np.zeros((count, P + T), np.int32)
+    loss_mask_BxL = np.zeros((count, P + T), np.int32)
+    b, index = 0, start
+    while b < count:
+      if index - start > 100 * count:
+        raise ValueError(f"no reference solution fits sampling.max_new_tokens = {T} tokens")
+      (row,) = self.train_problems(index, 1)
+      index += 1
+      solution = self._solution_ids(row)
+      if len(solution) > T:
+        continue
+      tokens_BxP, mask_BxP = self.encode_prompts([row])
+      tokens_BxL[b, :P], input_mask_BxL[b, :P] = tokens_BxP[0], mask_BxP[0]
+      tokens_BxL[b, P : P + len(solution)] = solution
+      input_mask_BxL[b, P : P + len(solution)] = 1
+      loss_mask_BxL[b, P : P + len(solution)] = 1
+      b += 1
+    return tokens_BxL, input_mask_BxL, loss_mask_BxL
 
   def decode(self, tokens_NxT: np.ndarray, mask_NxT: np.ndarray) -> list[str]:
     return [self.tokenizer.decode([int(t) for t, m in zip(row, mrow) if m],
