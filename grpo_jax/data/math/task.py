@@ -22,9 +22,18 @@ log = logging.getLogger(__name__)
 class MathTask:
   """Rows ``{id, problem, answer, meta}`` → fixed-width prompt tokens and verified rewards."""
 
-  def __init__(self, tokenizer, train_rows: list[dict], eval_rows: dict[str, list[dict]], *,
-               template: str = "dapo", max_prompt_tokens: int = 512, seed: int = 0,
-               timeout_s: float = 5.0, num_workers: int = 2):
+  def __init__(
+    self,
+    tokenizer,
+    train_rows: list[dict],
+    eval_rows: dict[str, list[dict]],
+    *,
+    template: str = "dapo",
+    max_prompt_tokens: int = 512,
+    seed: int = 0,
+    timeout_s: float = 5.0,
+    num_workers: int = 2,
+  ):
     self.tokenizer = tokenizer
     self.template = template
     self.prompt_len = int(max_prompt_tokens)
@@ -47,8 +56,15 @@ class MathTask:
     train, _ = load_math_dataset(d.train_set, d.train_path or None)
     paths = dict(zip(d.eval_sets, d.eval_paths)) if d.eval_paths else {}
     evals = {name: load_math_dataset(name, paths.get(name))[0] for name in d.eval_sets}
-    return cls(tokenizer, train, evals, template=d.template, max_prompt_tokens=d.max_prompt_tokens,
-               seed=cfg.seed, timeout_s=d.reward_timeout_s)
+    return cls(
+      tokenizer,
+      train,
+      evals,
+      template=d.template,
+      max_prompt_tokens=d.max_prompt_tokens,
+      seed=cfg.seed,
+      timeout_s=d.reward_timeout_s,
+    )
 
   def prompt_text(self, row: dict) -> str:
     return format_prompt(row["problem"], self.template)
@@ -65,8 +81,12 @@ class MathTask:
       else:
         self.dropped_too_long += 1
     if len(kept) < len(rows):
-      log.warning("dropped %d of %d prompts longer than data.max_prompt_tokens=%d",
-                  len(rows) - len(kept), len(rows), self.prompt_len)
+      log.warning(
+        "dropped %d of %d prompts longer than data.max_prompt_tokens=%d",
+        len(rows) - len(kept),
+        len(rows),
+        self.prompt_len,
+      )
     return kept
 
   def train_problems(self, start: int, count: int) -> list[dict]:
@@ -95,13 +115,14 @@ class MathTask:
     out = np.full((len(rows), self.prompt_len), self.pad_id, np.int32)
     for i, row in enumerate(rows):
       ids = row["input_ids"]
-      out[i, self.prompt_len - len(ids):] = ids
+      out[i, self.prompt_len - len(ids) :] = ids
     return out
 
   def decode(self, tokens_NxT: np.ndarray, mask_NxT: np.ndarray) -> list[str]:
-    return [self.tokenizer.decode([int(t) for t, m in zip(row, mrow) if m],
-                                  skip_special_tokens=True)
-            for row, mrow in zip(tokens_NxT, mask_NxT)]
+    return [
+      self.tokenizer.decode([int(t) for t, m in zip(row, mrow) if m], skip_special_tokens=True)
+      for row, mrow in zip(tokens_NxT, mask_NxT)
+    ]
 
   def answer_of(self, completion: str) -> str | None:
     """The extracted final answer (last box / ``Answer:`` line) for majority voting."""
@@ -113,7 +134,11 @@ class MathTask:
   def rewards(self, rows: list[dict], completions: list[str]) -> np.ndarray:
     from grpo_jax.rewards.math import score_batch
 
-    rewards_N, counts = score_batch(completions, [r["answer"] for r in rows],
-                                    timeout_s=self.timeout_s, num_workers=self.num_workers)
+    rewards_N, counts = score_batch(
+      completions,
+      [r["answer"] for r in rows],
+      timeout_s=self.timeout_s,
+      num_workers=self.num_workers,
+    )
     self.last_reward_counts = counts
     return rewards_N
