@@ -73,8 +73,9 @@ def hf_dir() -> pathlib.Path:
       tmp = pathlib.Path(f"{target}.tmp")
       shutil.rmtree(tmp, ignore_errors=True)
       kw = {"gguf_file": source.name}
-      model = AutoModelForCausalLM.from_pretrained(str(source.parent), torch_dtype=torch.float32,
-                                                   **kw)
+      model = AutoModelForCausalLM.from_pretrained(
+        str(source.parent), torch_dtype=torch.float32, **kw
+      )
       # The weights are dequantised on load: drop the GGUF quantizer so the model saves.
       model.hf_quantizer = None
       if hasattr(model.config, "quantization_config"):

@@ -176,12 +176,13 @@ def test_every_catalogue_entry_is_complete_and_loadable_from_a_fixture(tmp_path)
         row[head] = {rest[0]: "1"} if rest else "1"
     row[spec.problem.split(".")[0]] = "What is 0+1?"
     if spec.answer.startswith("boxed:"):
-      row[spec.answer[6:]] = r"\boxed{1}"
+      row[spec.answer[6:]] = r"\boxed{1}"  # also the solution column
     path = write_jsonl(tmp_path / f"{name}.jsonl", [row])
     out, report = dm.load_math_dataset(name, path)
     assert report.malformed == 0, (name, report.examples)
     assert out[0]["answer"] == "1" and out[0]["problem"] == "What is 0+1?"
-    assert set(out[0]) == {"id", "problem", "answer", "meta"}
+    keys = {"id", "problem", "answer", "meta"} | ({"solution"} if dm.has_solutions(name) else set())
+    assert set(out[0]) == keys
   with pytest.raises(KeyError, match="known"):
     dm.get_spec("aime2024")
 

@@ -275,7 +275,9 @@ CASES = {
     (B("204"), 204, T),
     (B("27"), 27.0, T),
     (B("5.5"), 5, F),
-    (B("2^{10}"), "1024", F),  # integer golds require a plain number (AIME/DAPO format)
+    (B("2^{10}"), "1024", T),  # a closed form is evaluated exactly
+    (B("2^{11}"), "1024", F),
+    (B(r"5 \text{ or } 6"), "6", F),  # integer golds require a closed-form number
   ],
   "no_answer": [
     ("I don't know.", "5", F),
@@ -392,7 +394,7 @@ def test_battery_no_timeouts_no_crashes_and_fast(graded):
   assert counts["reward/timeouts"] == 0
   assert counts["reward/worker_errors"] == 0
   assert counts["reward/gold_parse_failures"] == 0
-  # Integer golds never reach math-verify; most of the battery is decided without sympy.
+  # Most of the battery is decided without sympy.
   assert counts["reward/fastpath"] > len(FLAT) // 3
   assert counts["reward/guarded"] >= 5
   assert elapsed < 20.0
@@ -466,18 +468,20 @@ def test_fast_path_is_exact_where_floats_are_not():
   assert rm.fast_compare("1000001", "1000000") is False
 
 
-def test_fast_path_defers_only_for_non_integer_golds():
-  assert rm.fast_compare(r"\sqrt{4}", "2") is False  # integer gold: decided here
+def test_fast_path_decides_only_plain_numbers():
+  assert rm.fast_compare("3", "2") is False  # integer gold, plain number: decided here
+  assert rm.fast_compare(r"\sqrt{4}", "2") is None  # a closed form: evaluated in the worker
   assert rm.fast_compare("0.333333", r"\frac13") is None  # inexact decimal: math-verify decides
   assert rm.fast_compare(r"\sqrt{2}", r"\sqrt{2}") is None  # gold not a plain number
   assert rm.is_integer_gold("073") and not rm.is_integer_gold("7.5")
 
 
-def test_integer_golds_never_reach_math_verify():
+def test_integer_golds_take_the_fast_path_or_the_closed_form_route():
   completions = [B("12"), B("13"), B(r"\sqrt{144}"), "Answer: 12 cm", "Answer: 12 or 13"]
   rewards_N, counts = rm.score_batch(completions, ["12"] * 5)
-  np.testing.assert_array_equal(rewards_N, [1, 0, 0, 1, 0])
-  assert counts["reward/fastpath"] == 5 and counts["reward/verifier_calls"] == 0
+  np.testing.assert_array_equal(rewards_N, [1, 0, 1, 1, 0])
+  assert counts["reward/fastpath"] == 3
+  assert counts["reward/verifier_calls"] == counts["reward/closed_form"] == 2
 
 
 # ---- guards ---------------------------------------------------------------------------------
@@ -495,6 +499,9 @@ def test_integer_golds_never_reach_math_verify():
     ("(" * 40 + ")" * 40, "too_nested"),
     ("x" * 1001, "too_long"),
     ("2^{2^{10}}", None),
+    (r"\binom{10^{6}}{3}", "huge_binomial"),
+    (r"{6000 \choose 2}", "huge_binomial"),
+    (r"\binom{10}{3}", None),
     ("(n+1)!", None),
     (r"\frac{1}{2001!}", None),
   ],

@@ -55,8 +55,9 @@ class PreviewSpec:
       raise ValueError("strategy.max_preview_tokens must be >= 1")
     delimiter_ids = delimiter_token_ids(tokenizer, strategy_cfg.delimiter)
     if not delimiter_ids:
-      raise ValueError(f"no token of the vocabulary contains strategy.delimiter "
-                       f"{strategy_cfg.delimiter!r}")
+      raise ValueError(
+        f"no token of the vocabulary contains strategy.delimiter {strategy_cfg.delimiter!r}"
+      )
     stop_ids = tuple(stop_ids or (tokenizer.eos_token_id,))
     return cls(
       int(strategy_cfg.num_previews),

@@ -104,7 +104,14 @@ class StrategyRollout:
       previews = self.presampled.previews(task, problems)
     else:
       previews = two_stage.draw_previews(
-        graphdef, params, context_BxC, context_mask_BxC, key_preview, spec, settings, mesh,
+        graphdef,
+        params,
+        context_BxC,
+        context_mask_BxC,
+        key_preview,
+        spec,
+        settings,
+        mesh,
         task.decode,
       )
     gen = two_stage.draw_completions(

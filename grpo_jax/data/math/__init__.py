@@ -1,6 +1,7 @@
-"""Math datasets (DAPO-Math-17K, MATH, and the AIME/HMMT/AMC/MATH500/Minerva/OlympiadBench
-benchmarks) loaded from the Hub or a local copy as ``{id, problem, answer, meta}``, and the
-papers' prompt templates.
+"""Math datasets (DAPO-Math-17K, MATH, GSM8K, a generated arithmetic set, and the
+AIME/HMMT/AMC/MATH500/Minerva/OlympiadBench benchmarks) loaded from the Hub or a local copy as
+``{id, problem, answer, meta}`` (plus ``solution`` where ``has_solutions``), and the papers'
+prompt templates.
 """
 
 from grpo_jax.data.math.catalogue import (
@@ -9,6 +10,7 @@ from grpo_jax.data.math.catalogue import (
   TRAIN_SETS,
   MathDatasetSpec,
   get_spec,
+  has_solutions,
 )
 from grpo_jax.data.math.load import (
   LoadReport,
@@ -37,6 +39,7 @@ __all__ = [
   "answer_to_string",
   "format_prompt",
   "get_spec",
+  "has_solutions",
   "load_math_dataset",
   "normalize_row",
   "open_source",

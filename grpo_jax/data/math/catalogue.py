@@ -12,6 +12,11 @@ leaves 17,398 distinct problems. ``dapo_math_17k_dedup`` is the already-deduplic
 it is deduplicated again here on the same key, which is a no-op on the published files.
 Both strip DAPO's instruction so that ``templates.py`` decides the prompt.
 
+GSM8K (``openai/gsm8k``, config ``main``): the gold is the text after ``####`` in ``answer``
+and the worked solution the text before it (``after:####:answer`` / ``before:####:answer``).
+``arithmetic`` / ``arithmetic_eval`` are generated locally (``arithmetic.py``; hub id
+``generated:arithmetic``), train and eval disjoint by problem text.
+
 Column paths are dotted for nested structs (``reward_model.ground_truth``); ``prompt[-1]``
 style chat lists are read by ``load.py`` (the last user message's content).
 """
@@ -28,8 +33,12 @@ class MathDatasetSpec:
     config: dataset config name, or None.
     split: split to read.
     problem: column with the problem text (or a chat message list).
-    answer: column with the gold answer, or ``"boxed:<column>"`` to take the last
-      ``\\boxed{}`` of a worked solution (MATH train).
+    answer: column with the gold answer, ``"boxed:<column>"`` to take the last
+      ``\\boxed{}`` of a worked solution (MATH train), or ``"after:<marker>:<column>"`` for
+      the text after the last ``marker`` (GSM8K's ``####``; thousands commas dropped).
+    solution: column with a reference worked solution (kept as ``row["solution"]``), or
+      ``"before:<marker>:<column>"`` for the text before the last ``marker``; None when the
+      set has none.
     id: column with a stable id, or None to use the row index.
     meta: columns copied into ``meta`` (e.g. ``level`` for difficulty stratification).
     dedupe: drop rows whose problem text repeats (keeping the first).
@@ -47,6 +56,7 @@ class MathDatasetSpec:
   dedupe: bool = False
   strip_dapo_instruction: bool = False
   prefix: str | None = None
+  solution: str | None = None
 
 
 CATALOGUE: dict[str, MathDatasetSpec] = {
@@ -79,8 +89,43 @@ CATALOGUE: dict[str, MathDatasetSpec] = {
     problem="problem",
     answer="boxed:solution",
     meta=("level", "type"),
+    solution="solution",
+  ),
+  "gsm8k": MathDatasetSpec(
+    hub_id="openai/gsm8k",
+    config="main",
+    split="train",
+    problem="question",
+    answer="after:####:answer",  # "...<<48/2=24>>24 ...\n#### 72"
+    solution="before:####:answer",
+  ),
+  "arithmetic": MathDatasetSpec(
+    hub_id="generated:arithmetic",  # arithmetic.generate: 20,000 rows, levels 1-5
+    split="train",
+    problem="problem",
+    answer="answer",
+    id="id",
+    meta=("level", "kind"),
+    solution="solution",
   ),
   # ---- benchmarks ----
+  "gsm8k_test": MathDatasetSpec(
+    hub_id="openai/gsm8k",
+    config="main",
+    split="test",
+    problem="question",
+    answer="after:####:answer",
+    solution="before:####:answer",
+  ),
+  "arithmetic_eval": MathDatasetSpec(
+    hub_id="generated:arithmetic",  # 1,000 rows, no problem text shared with "arithmetic"
+    split="eval",
+    problem="problem",
+    answer="answer",
+    id="id",
+    meta=("level", "kind"),
+    solution="solution",
+  ),
   "math500": MathDatasetSpec(
     hub_id="HuggingFaceH4/MATH-500",
     split="test",
@@ -145,8 +190,10 @@ CATALOGUE: dict[str, MathDatasetSpec] = {
   ),
 }
 
-TRAIN_SETS = ("dapo_math_17k", "dapo_math_17k_dedup", "math_train")
+TRAIN_SETS = ("dapo_math_17k", "dapo_math_17k_dedup", "math_train", "gsm8k", "arithmetic")
 BENCHMARKS = (
+  "gsm8k_test",
+  "arithmetic_eval",
   "math500",
   "aime24",
   "aime25",
@@ -164,3 +211,8 @@ def get_spec(name: str) -> MathDatasetSpec:
     return CATALOGUE[name]
   except KeyError:
     raise KeyError(f"unknown math dataset {name!r}; known: {sorted(CATALOGUE)}") from None
+
+
+def has_solutions(name: str) -> bool:
+  """True when catalogue set ``name`` carries reference solutions (``row["solution"]``)."""
+  return get_spec(name).solution is not None

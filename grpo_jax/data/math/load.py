@@ -1,13 +1,18 @@
 """Load a catalogued math dataset (hub id or local copy) as ``{id, problem, answer, meta}``.
 
 Source, in order: ``path`` if given — a ``save_to_disk`` folder, a folder of ``*.parquet`` /
-``*.jsonl`` / ``*.json`` files, or one such file — else ``datasets.load_dataset(hub_id,
-config, split=split)``. Rows are normalised by the spec's column mapping:
+``*.jsonl`` / ``*.json`` files, or one such file — else, for a ``generated:arithmetic`` hub id,
+``arithmetic.generate(split)``, else ``datasets.load_dataset(hub_id, config, split=split)``.
+Rows are normalised by the spec's column mapping:
 
 * ``problem``: a string, or a chat list whose last user message is taken; DAPO's instruction
   is stripped; OlympiadBench's ``context`` is prepended.
 * ``answer``: a string (stripped), an int, a float (``27.0`` → ``"27"``), a list (joined
-  with ``", "``), or the last ``\\boxed{}`` of a solution column.
+  with ``", "``), the last ``\\boxed{}`` of a solution column (``boxed:``), or the text
+  after the last marker (``after:####:answer``, thousands commas dropped).
+* ``solution`` (only for specs with one, see ``has_solutions``): the reference worked
+  solution as a stripped string — a column, or the text before the last marker
+  (``before:####:answer``); a missing or empty one makes the row malformed.
 * ``id``: the id column as a string, else ``"<name>-<row>"``.
 
 A row with a missing/empty problem or answer, an unreadable type, or a solution without a
@@ -21,6 +26,7 @@ import logging
 import os
 import re
 
+from grpo_jax.data.math import arithmetic
 from grpo_jax.data.math.catalogue import MathDatasetSpec, get_spec
 from grpo_jax.data.math.templates import strip_dapo_instruction
 from grpo_jax.rewards.math.extract import last_boxed
@@ -88,8 +94,33 @@ def answer_to_string(value) -> str:
     raise MalformedRow(f"unreadable answer: {e}") from None
 
 
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+
+
+def _split_on_marker(row: dict, spec_value: str, side: str) -> str:
+  """``"<side>:<marker>:<column>"``: the stripped text after/before the last ``marker``."""
+  _, marker, column = spec_value.split(":", 2)
+  text = _get(row, column)
+  if not isinstance(text, str) or marker not in text:
+    raise MalformedRow(f"{column!r} has no {marker!r} marker")
+  head, _, tail = text.rpartition(marker)
+  out = (tail if side == "after" else head).strip()
+  if not out:
+    raise MalformedRow(f"nothing {side} {marker!r} in {column!r}")
+  return out
+
+
+def _solution(row: dict, spec: MathDatasetSpec) -> str:
+  if spec.solution.startswith("before:"):
+    return _split_on_marker(row, spec.solution, "before")
+  value = _get(row, spec.solution)
+  if not isinstance(value, str) or not value.strip():
+    raise MalformedRow("empty or non-text solution")
+  return value.strip()
+
+
 def normalize_row(row: dict, index: int, spec: MathDatasetSpec, name: str) -> dict:
-  """One source row as ``{id, problem, answer, meta}``; raises MalformedRow."""
+  """One source row as ``{id, problem, answer, meta}`` (+ ``solution``); raises MalformedRow."""
   problem = _problem_text(_get(row, spec.problem))
   if spec.strip_dapo_instruction:
     problem = strip_dapo_instruction(problem)
@@ -102,6 +133,10 @@ def normalize_row(row: dict, index: int, spec: MathDatasetSpec, name: str) -> di
     answer = last_boxed(solution) if isinstance(solution, str) else None
     if not answer:
       raise MalformedRow("solution has no \\boxed{} answer")
+  elif spec.answer.startswith("after:"):
+    answer = _split_on_marker(row, spec.answer, "after")
+    if _THOUSANDS.match(answer):
+      answer = answer.replace(",", "")
   else:
     answer = answer_to_string(_get(row, spec.answer))
   rid = None
@@ -113,7 +148,10 @@ def normalize_row(row: dict, index: int, spec: MathDatasetSpec, name: str) -> di
   rid = f"{name}-{index}" if rid is None or str(rid) == "" else str(rid)
   meta = {k: row[k] for k in spec.meta if k in row}
   meta.update(source=name, row=index)
-  return {"id": rid, "problem": problem, "answer": answer, "meta": meta}
+  out = {"id": rid, "problem": problem, "answer": answer, "meta": meta}
+  if spec.solution:
+    out["solution"] = _solution(row, spec)
+  return out
 
 
 def _local_files(path: str) -> tuple[str, list[str]]:
@@ -136,6 +174,8 @@ def _local_files(path: str) -> tuple[str, list[str]]:
 
 def open_source(spec: MathDatasetSpec, path: str | None = None, revision: str | None = None):
   """The raw ``datasets.Dataset`` for ``spec`` from ``path`` or the Hub, and a description."""
+  if path is None and spec.hub_id.startswith("generated:"):
+    return arithmetic.generate(spec.split), spec.hub_id
   import datasets
 
   if path is None:
@@ -167,6 +207,9 @@ def load_math_dataset(
   max_examples: int = 5,
 ) -> tuple[list[dict], LoadReport]:
   """Rows of catalogue dataset ``name`` as ``{id, problem, answer, meta}`` dicts.
+
+  Sets with reference solutions (``has_solutions(name)``: MATH train, GSM8K, arithmetic)
+  also carry ``row["solution"]``, the worked solution text.
 
   Args:
     name: a key of ``CATALOGUE`` (e.g. ``"math500"``, ``"dapo_math_17k"``).

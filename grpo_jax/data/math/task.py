@@ -27,10 +27,21 @@ log = logging.getLogger(__name__)
 class MathTask:
   """Rows ``{id, problem, answer, meta}`` → fixed-width prompt tokens and verified rewards."""
 
-  def __init__(self, tokenizer, train_rows: list[dict], eval_rows: dict[str, list[dict]], *,
-               template: str = "dapo", max_prompt_tokens: int = 512, seed: int = 0,
-               timeout_s: float = 5.0, num_workers: int = 2, chat_template: str | None = None,
-               stop_ids: tuple[int, ...] = (), completion_len: int = 0):
+  def __init__(
+    self,
+    tokenizer,
+    train_rows: list[dict],
+    eval_rows: dict[str, list[dict]],
+    *,
+    template: str = "dapo",
+    max_prompt_tokens: int = 512,
+    seed: int = 0,
+    timeout_s: float = 5.0,
+    num_workers: int = 2,
+    chat_template: str | None = None,
+    stop_ids: tuple[int, ...] = (),
+    completion_len: int = 0,
+  ):
     self.tokenizer = tokenizer
     self.template = template
     self.chat_template = chat_template  # Jinja text, or None for raw prompts
@@ -56,11 +67,18 @@ class MathTask:
     train, _ = load_math_dataset(d.train_set, d.train_path or None)
     paths = dict(zip(d.eval_sets, d.eval_paths)) if d.eval_paths else {}
     evals = {name: load_math_dataset(name, paths.get(name))[0] for name in d.eval_sets}
-    return cls(tokenizer, train, evals, template=d.template, max_prompt_tokens=d.max_prompt_tokens,
-               seed=cfg.seed, timeout_s=d.reward_timeout_s,
-               chat_template=hf_tokenizer.resolve_chat_template(tokenizer, d.chat_template),
-               stop_ids=hf_tokenizer.stop_token_ids(cfg.model.hf_path, tokenizer),
-               completion_len=cfg.sampling.max_new_tokens)
+    return cls(
+      tokenizer,
+      train,
+      evals,
+      template=d.template,
+      max_prompt_tokens=d.max_prompt_tokens,
+      seed=cfg.seed,
+      timeout_s=d.reward_timeout_s,
+      chat_template=hf_tokenizer.resolve_chat_template(tokenizer, d.chat_template),
+      stop_ids=hf_tokenizer.stop_token_ids(cfg.model.hf_path, tokenizer),
+      completion_len=cfg.sampling.max_new_tokens,
+    )
 
   def prompt_text(self, row: dict) -> str:
     """The user message (before any chat template): the row's identity in presample files."""
@@ -78,8 +96,12 @@ class MathTask:
       else:
         self.dropped_too_long += 1
     if len(kept) < len(rows):
-      log.warning("dropped %d of %d prompts longer than data.max_prompt_tokens=%d",
-                  len(rows) - len(kept), len(rows), self.prompt_len)
+      log.warning(
+        "dropped %d of %d prompts longer than data.max_prompt_tokens=%d",
+        len(rows) - len(kept),
+        len(rows),
+        self.prompt_len,
+      )
     return kept
 
   def train_problems(self, start: int, count: int) -> list[dict]:
@@ -109,8 +131,8 @@ class MathTask:
     mask_BxP = np.zeros((len(rows), self.prompt_len), np.int32)
     for i, row in enumerate(rows):
       ids = row["input_ids"]
-      tokens_BxP[i, self.prompt_len - len(ids):] = ids
-      mask_BxP[i, self.prompt_len - len(ids):] = 1
+      tokens_BxP[i, self.prompt_len - len(ids) :] = ids
+      mask_BxP[i, self.prompt_len - len(ids) :] = 1
     return tokens_BxP, mask_BxP
 
   def _solution_ids(self, row: dict) -> list[int]:
@@ -149,9 +171,10 @@ class MathTask:
     return tokens_BxL, input_mask_BxL, loss_mask_BxL
 
   def decode(self, tokens_NxT: np.ndarray, mask_NxT: np.ndarray) -> list[str]:
-    return [self.tokenizer.decode([int(t) for t, m in zip(row, mrow) if m],
-                                  skip_special_tokens=True)
-            for row, mrow in zip(tokens_NxT, mask_NxT)]
+    return [
+      self.tokenizer.decode([int(t) for t, m in zip(row, mrow) if m], skip_special_tokens=True)
+      for row, mrow in zip(tokens_NxT, mask_NxT)
+    ]
 
   def answer_of(self, completion: str) -> str | None:
     """The extracted final answer (last box / ``Answer:`` line) for majority voting."""
@@ -163,7 +186,11 @@ class MathTask:
   def rewards(self, rows: list[dict], completions: list[str]) -> np.ndarray:
     from grpo_jax.rewards.math import score_batch
 
-    rewards_N, counts = score_batch(completions, [r["answer"] for r in rows],
-                                    timeout_s=self.timeout_s, num_workers=self.num_workers)
+    rewards_N, counts = score_batch(
+      completions,
+      [r["answer"] for r in rows],
+      timeout_s=self.timeout_s,
+      num_workers=self.num_workers,
+    )
     self.last_reward_counts = counts
     return rewards_N

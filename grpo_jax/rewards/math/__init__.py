@@ -4,7 +4,12 @@ with a hard wall-clock kill. See ``score`` for the pipeline and metric names.
 """
 
 from grpo_jax.rewards.math.extract import extract_answer, last_answer_line, last_boxed
-from grpo_jax.rewards.math.fastpath import fast_compare, is_integer_gold, parse_number
+from grpo_jax.rewards.math.fastpath import (
+  closed_form_target,
+  fast_compare,
+  is_integer_gold,
+  parse_number,
+)
 from grpo_jax.rewards.math.guards import guard_reason
 from grpo_jax.rewards.math.normalize import clean_latex, expand_e_notation, normalize_gold
 from grpo_jax.rewards.math.score import METRIC_KEYS, prepare, score, score_batch
@@ -14,6 +19,7 @@ __all__ = [
   "METRIC_KEYS",
   "VerifierPool",
   "clean_latex",
+  "closed_form_target",
   "expand_e_notation",
   "extract_answer",
   "fast_compare",

@@ -13,11 +13,17 @@ Percent: when exactly one side carries ``%``, both readings are accepted (``7.41
 ``7.41``; ``50\\%`` vs ``\\frac12``). Without a ``%`` sign there is no ×100 rule (``0.5`` is
 not ``50``).
 
-Policy (``fast_compare``): an integer gold is always decided here — a prediction that is not
-a plain number (``2^{10}``, ``\\sqrt{16}``, ``5 or 6``) scores 0, as in the AIME/DAPO answer
-format. For other rational golds the fast path returns True on exact equality and False only
-when both sides are exact (no decimal point); otherwise it defers (None) to math-verify,
-whose 6-decimal rounding accepts ``0.333333`` for ``\\frac13``.
+Policy (``fast_compare``): when both sides are plain numbers an integer gold is decided here
+(True on exact equality, else False). For other rational golds the fast path returns True on
+exact equality and False only when both sides are exact (no decimal point); otherwise it
+defers (None) to math-verify, whose 6-decimal rounding accepts ``0.333333`` for ``\\frac13``.
+A prediction that is not a plain number (``2^{10}``, ``5!``, ``\\binom{10}{3}``, ``-(-3)``) is
+never scored 0 here: it defers (None), and for an exact gold (integer or fraction, no ``%``)
+``closed_form_target`` gives the value that the worker's exact closed-form route
+(``closed_form.py``) compares it with. With an integer gold that route is strict: an answer
+that is not a closed-form number (``5 or 6``, ``\\{5, 6\\}``, ``x``) scores 0, as in the
+AIME/DAPO answer format. The one exception: an integer gold too long for ``int()`` is only
+matched by its digit string.
 """
 
 import re
@@ -118,7 +124,7 @@ def _values(n: Num, other_has_percent: bool) -> list[Fraction]:
 
 
 def fast_compare(pred: str, gold: str) -> bool | None:
-  """Exact verdict for plain-number golds; None means "ask math-verify".
+  """Exact verdict when both sides are plain numbers; None means "not decided here".
 
   Args:
     pred: the extracted answer (``extract_answer`` output).
@@ -129,8 +135,8 @@ def fast_compare(pred: str, gold: str) -> bool | None:
     return None
   gold_is_int = bool(g.digits) and g.exact and not g.percent
   p = parse_number(pred)
-  if p is None:
-    return False if gold_is_int else None
+  if p is None:  # not a plain number: the closed-form route or math-verify decides
+    return False if gold_is_int and g.value is None else None
   if g.value is None or p.value is None:  # an integer too long for int(): compare digits
     return bool(g.digits) and g.digits == p.digits and g.percent == p.percent
   gv = _values(g, p.percent)
@@ -140,6 +146,19 @@ def fast_compare(pred: str, gold: str) -> bool | None:
   if gold_is_int or (g.exact and p.exact):
     return False
   return None
+
+
+def closed_form_target(pred: str, gold: str) -> tuple[Fraction, bool] | None:
+  """``(gold value, strict)`` when ``pred`` goes to the exact closed-form route, else None.
+
+  The route applies to an exact gold (an integer or a fraction written without a decimal
+  point or ``%``) and a ``pred`` that is not a plain number; ``strict`` (integer gold) means an
+  answer that is not a closed-form number scores 0 instead of going on to math-verify.
+  """
+  g = parse_number(gold)
+  if g is None or g.value is None or not g.exact or g.percent or parse_number(pred) is not None:
+    return None
+  return g.value, g.value.denominator == 1
 
 
 def is_integer_gold(gold: str) -> bool:

@@ -8,7 +8,9 @@ the common pathological answers cost microseconds instead of a killed worker.
 An answer is refused (reward 0, counted as ``reward/guarded``) when it has more than
 ``MAX_CHARS`` characters, a power tower of height > 2 or an inner exponent whose value is
 above ``MAX_EXPONENT``, an integer literal with more than ``MAX_DIGITS`` digits, a factorial
-of a number above ``MAX_FACTORIAL`` or of a non-literal, more than ``MAX_BRACKETS`` brackets,
+of a number above ``MAX_FACTORIAL`` or of a non-literal, a binomial ``\\binom{n}{k}`` /
+``{n \\choose k}`` whose ``n`` holds a power or a number above ``MAX_FACTORIAL`` (latex2sympy
+evaluates it while parsing), more than ``MAX_BRACKETS`` brackets,
 or brackets nested deeper than ``MAX_DEPTH``. Golds are trusted and not guarded; an answer
 string-identical to its gold is accepted before any guard.
 """
@@ -25,6 +27,7 @@ MAX_DEPTH = 30
 
 _DIGITS = re.compile(r"\d+")
 _FACTORIAL = re.compile(r"(\d+|\}|\))\s*!")
+_BINOM = re.compile(r"\\[dt]?binom\s*(?=\{)|\\choose\b")
 
 
 def _group_end(s: str, i: int) -> int:
@@ -55,6 +58,18 @@ def _group_before(s: str, close: int) -> str:
       if depth == 0:
         return s[j + 1 : close]
   return s[:close]
+
+
+def _binomial_top(s: str, m: re.Match) -> str:
+  """``n`` of ``\\binom{n}{k}`` (group after the match) or ``{n \\choose k}`` (text before)."""
+  if m.group(0).endswith("choose"):
+    depth = 0
+    for j in range(m.start() - 1, -1, -1):
+      depth += {"}": 1, "{": -1}.get(s[j], 0)
+      if depth < 0:
+        return s[j + 1 : m.start()]
+    return s[: m.start()]
+  return s[m.end() + 1 : _group_end(s, m.end()) - 1]
 
 
 def _exponent_span(s: str, i: int) -> tuple[int, int]:
@@ -127,6 +142,10 @@ def guard_reason(answer: str) -> str | None:
       return "power_tower"
     if _exponent_too_big(answer):
       return "huge_exponent"
+  for m in _BINOM.finditer(answer):
+    top = _binomial_top(answer, m)
+    if "^" in top or any(int(d) > MAX_FACTORIAL for d in _DIGITS.findall(top)):
+      return "huge_binomial"
   for m in _FACTORIAL.finditer(answer):
     if m.group(1) in "})":
       # `(n+1)!` is fine; `(10^{100})!` is not: look inside the group the `!` closes.

@@ -6,7 +6,12 @@ Per item (METHODS.md §6):
   2. ``normalize_gold`` / ``clean_latex``; identical strings → 1 (``reward/fastpath``).
   3. ``fast_compare``: exact integer/rational verdict without sympy (``reward/fastpath``).
   4. ``guard_reason``: refuse pathological answers → 0 (``reward/guarded``).
-  5. math-verify in the worker pool with a hard kill; timeout → 0 (``reward/timeouts``),
+  5. an exact gold (integer or fraction) and an answer that is not a plain number
+     (``2^{10}``, ``5!``): exact closed-form evaluation in the worker pool
+     (``reward/closed_form``, also in ``reward/verifier_calls``); refused past its size limits
+     → 0 (``reward/guarded``). With an integer gold an answer that is not a closed-form
+     number scores 0; with a fraction it goes on to math-verify within the same check.
+  6. otherwise math-verify in the worker pool with a hard kill; timeout → 0 (``reward/timeouts``),
      unparsable answer → 0 (``reward/parse_failures``), unparsable gold → 0
      (``reward/gold_parse_failures``: a data problem, also in ``reward/parse_failures``).
 
@@ -31,6 +36,7 @@ METRIC_KEYS = (
   "reward/verifier_calls",
   "reward/gold_parse_failures",
   "reward/worker_errors",
+  "reward/closed_form",
 )
 
 
@@ -68,6 +74,7 @@ def score_batch(
   rewards_N = np.zeros((n,), np.float32)
   counts = dict.fromkeys(METRIC_KEYS, 0)
   queued: dict[tuple[str, str], list[int]] = {}
+  routes: dict[tuple[str, str], dict] = {}
   for i, (completion, gold) in enumerate(zip(completions, golds)):
     pred, g = prepare(completion, gold)
     if pred is None:
@@ -86,15 +93,25 @@ def score_batch(
     if guards.guard_reason(pred) is not None:
       counts["reward/guarded"] += 1
       continue
-    queued.setdefault((g, pred), []).append(i)
+    key = (g, pred)
+    if key not in queued:
+      target = fastpath.closed_form_target(pred, g)
+      if target is not None:
+        value, strict = target
+        routes[key] = {"value": str(value), "strict": strict}
+    queued.setdefault(key, []).append(i)
   if queued:
     pairs = list(queued)
     counts["reward/verifier_calls"] = len(pairs)
-    results = verify.get_pool(num_workers).check(pairs, timeout_s=timeout_s)
+    counts["reward/closed_form"] = len(routes)
+    items = [(*pair, routes[pair]) if pair in routes else pair for pair in pairs]
+    results = verify.get_pool(num_workers).check(items, timeout_s=timeout_s)
     for pair, (status, equal) in zip(pairs, results):
       rows = queued[pair]
       if status == verify.OK:
         rewards_N[rows] = float(equal)
+      elif status == verify.GUARDED:
+        counts["reward/guarded"] += len(rows)
       elif status == verify.TIMEOUT:
         counts["reward/timeouts"] += len(rows)
       elif status in (verify.PRED_PARSE, verify.GOLD_PARSE):

@@ -23,6 +23,7 @@ _WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.
 
 # Statuses a check can end with.
 OK, TIMEOUT, GOLD_PARSE, PRED_PARSE, ERROR = "ok", "timeout", "gold_parse", "pred_parse", "error"
+GUARDED = "guarded"  # the closed-form route refused an evaluation past its size limits
 
 
 class _Worker:
@@ -42,8 +43,12 @@ class _Worker:
     self.started = time.monotonic()
     self.task = None  # (index, deadline) while busy
 
-  def send(self, index: int, gold: str, pred: str, soft_s: float, deadline: float) -> None:
-    msg = json.dumps({"i": index, "gold": gold, "pred": pred, "soft_s": soft_s}) + "\n"
+  def send(self, index: int, item: tuple, soft_s: float, deadline: float) -> None:
+    gold, pred, *extra = item
+    req = {"i": index, "gold": gold, "pred": pred, "soft_s": soft_s}
+    if extra:
+      req.update(extra[0])
+    msg = json.dumps(req) + "\n"
     self.proc.stdin.write(msg.encode())
     self.proc.stdin.flush()
     self.task = (index, deadline)
@@ -103,9 +108,12 @@ class VerifierPool:
     self.restarts += 1
 
   def check(
-    self, pairs: list[tuple[str, str]], timeout_s: float = 5.0, soft_fraction: float = 0.6
+    self, pairs: list[tuple], timeout_s: float = 5.0, soft_fraction: float = 0.6
   ) -> list[tuple[str, bool]]:
     """Grade each ``(gold, pred)`` pair; returns ``(status, equal)`` per pair, in order.
+
+    A pair may carry a third element, a dict of extra request fields: ``{"value": "p/q",
+    "strict": bool}`` selects the worker's exact closed-form route (see ``worker.py``).
 
     ``timeout_s`` is the hard wall-clock limit per pair, counted from when a worker receives
     it. ``equal`` is False unless status is ``"ok"``.
@@ -123,7 +131,7 @@ class VerifierPool:
           if w.ready and w.task is None and pending:
             i = pending.pop()
             try:
-              w.send(i, pairs[i][0], pairs[i][1], soft_s, now + timeout_s)
+              w.send(i, pairs[i], soft_s, now + timeout_s)
             except OSError:  # the worker died while idle: retry the item elsewhere
               pending.append(i)
               self._replace(w)

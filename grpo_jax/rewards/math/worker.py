@@ -5,9 +5,13 @@ semantics, never a fork of the JAX process), run by path so that it imports neit
 parent's ``__main__`` nor ``grpo_jax`` (and so never jax): only the standard library, sympy
 and math-verify.
 
-Request  ``{"i": k, "gold": "<latex>", "pred": "<latex>", "soft_s": 3.0}``
-Response ``{"i": k, "status": "ok" | "timeout" | "gold_parse" | "pred_parse" | "error",
-"equal": bool}``; the first line written is ``{"ready": true}``.
+Request  ``{"i": k, "gold": "<latex>", "pred": "<latex>", "soft_s": 3.0}``, optionally with
+``"value": "p/q"`` (the gold's exact value) and ``"strict": bool`` to ask for the closed-form
+route (``closed_form.py``): the answer is evaluated exactly and compared with ``value``; an
+answer that is not a closed-form number is unequal when ``strict`` (integer golds), else it
+goes on to math-verify.
+Response ``{"i": k, "status": "ok" | "timeout" | "gold_parse" | "pred_parse" | "guarded" |
+"error", "equal": bool}``; the first line written is ``{"ready": true}``.
 
 Each check runs on this process's main thread under its own SIGALRM soft timeout
 (``soft_s``); math-verify's internal signal timeouts are off. Work the alarm cannot interrupt
@@ -22,6 +26,7 @@ import sys
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
   sys.path.pop(0)
 
+import importlib.util  # noqa: E402
 import logging  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
@@ -69,6 +74,15 @@ def _exact_guard(gold, pred) -> bool:
     return True
 
 
+def _load_closed_form():
+  """``closed_form.py`` from this folder, by path (no ``grpo_jax`` package import)."""
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "closed_form.py")
+  spec = importlib.util.spec_from_file_location("_grpo_closed_form", path)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
 def main() -> None:
   proto = os.fdopen(os.dup(1), "w", buffering=1)
   os.dup2(2, 1)  # anything a library prints goes to stderr, never into the protocol
@@ -82,8 +96,12 @@ def main() -> None:
   sys.set_int_max_str_digits(0)
   logging.disable(logging.WARNING)
 
+  import sympy
+  from latex2sympy2_extended import latex2sympy
   from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
   from math_verify import LatexExtractionConfig, parse, verify
+
+  cf = _load_closed_form()
 
   norm = NormalizationConfig(
     basic_latex=True, units=True, malformed_operators=True, nits=True, boxed="all", equations=False
@@ -103,6 +121,26 @@ def main() -> None:
       equal = _exact_guard(gold_parsed[0], pred_parsed[0])
     return "ok", bool(equal)
 
+  def check_closed_form(gold: str, pred: str, value: str, strict: bool) -> tuple[str, bool]:
+    target = sympy.Rational(value)
+    try:
+      expr = latex2sympy(cf.decimals_to_fractions(pred), normalization_config=norm)
+    except Exception:
+      expr = None
+    if expr is not None:
+      try:
+        v = cf.exact_value(expr)
+        if v is not None or strict:
+          return "ok", v is not None and v == target
+      except cf.TooBig:
+        return "guarded", False
+      except cf.NotClosedForm:
+        if strict:
+          return "ok", False
+    elif strict:
+      return "pred_parse", False
+    return check(gold, pred)
+
   signal.signal(signal.SIGALRM, _on_alarm)
   proto.write(json.dumps({"ready": True}) + "\n")
   for line in sys.stdin:
@@ -114,7 +152,12 @@ def main() -> None:
     try:
       signal.setitimer(signal.ITIMER_REAL, max(0.05, float(req.get("soft_s", 3.0))))
       try:
-        status, equal = check(str(req["gold"]), str(req["pred"]))
+        if "value" in req:
+          status, equal = check_closed_form(
+            str(req["gold"]), str(req["pred"]), str(req["value"]), bool(req.get("strict"))
+          )
+        else:
+          status, equal = check(str(req["gold"]), str(req["pred"]))
       finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     except SoftTimeout:
