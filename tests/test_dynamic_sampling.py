@@ -275,3 +275,38 @@ def test_two_stage_overlong_penalty_counts_the_completion_only(train_on_preview)
   else:
     plain, _ = ds.sample_batch(inner, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
     np.testing.assert_allclose(plain["rewards_N"], batch["rewards_N"])
+
+
+def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
+  """METHODS §3: with the overlong penalty on, p̂_g is the group mean of the raw accuracy; the
+  baseline and the normalisation keep the shaped rewards."""
+  from grpo_jax import advantages
+
+  rollout_fn, _ = fake_rollout([(3, 8)])  # the second row of each group is 8 long: −0.5
+  cfg = make_cfg(**SHAPING)
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  # Problems 0 and 3 score [1, 1] (p̂ = 1) and become [1, 0.5]; 1 and 2: [1, 0] -> [1, −0.5].
+  np.testing.assert_array_equal(batch["accuracy_N"], [1, 1, 1, 0, 1, 0, 1, 1])
+  np.testing.assert_allclose(batch["rewards_N"], [1, 0.5, 1, -0.5, 1, -0.5, 1, 0.5])
+  cfg.hadw.anchor, cfg.hadw.fixed_anchor = "fixed", 0.5
+
+  def adv(enabled, **kw):
+    cfg.hadw.enabled = enabled
+    args = (batch["rewards_N"], batch["group_ids_N"], batch["subgroup_ids_N"], cfg)
+    out, _, aux = advantages.compute(*args, advantages.init_anchor(cfg), jax.random.key(0), **kw)
+    return np.asarray(out), aux
+
+  plain, _ = adv(False)
+  assert np.all(plain != 0)  # the penalty made every group informative
+  # Φ = λ·exp(−sgn(A)·sgn(d)·|d|), d = p̂ − 0.5: p̂ = 1 for groups 0 and 3, 0.5 for 1 and 2.
+  lam, e = 1.3, np.exp(0.5)
+  want_raw = lam * np.array([1 / e, e, 1, 1, 1, 1, 1 / e, e])
+  raw, aux = adv(True, accuracy_N=batch["accuracy_N"])
+  np.testing.assert_allclose(raw / plain, want_raw, rtol=1e-5)
+  np.testing.assert_allclose(float(aux["hadw/batch_acc"]), 6 / 8)  # y_t: raw accuracy too
+  # The shaped rewards would give p̂ = 0.75 and 0.25 instead.
+  q = np.exp(0.25)
+  shaped, _ = adv(True)
+  np.testing.assert_allclose(
+    shaped / plain, lam * np.array([1 / q, q, q, 1 / q, q, 1 / q, 1 / q, q]), rtol=1e-5
+  )

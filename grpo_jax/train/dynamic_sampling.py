@@ -9,7 +9,9 @@ exactly B·G rows, so the jitted update keeps one shape:
    L_i the completion length (its tokens up to and including the stop token; a strategy
    preview is context and never counts, whether or not ``strategy.train_on_preview`` puts it in
    the loss mask), L_max = ``sampling.max_new_tokens``, L_buf = ``dapo.overlong_buffer``,
-   w = ``dapo.overlong_penalty_weight``;
+   w = ``dapo.overlong_penalty_weight``. The raw accuracy before shaping stays in the batch
+   as ``accuracy_N``: HA-DW's group difficulty p̂_g and its y_t read it (METHODS §3), the
+   baseline and normalisation the shaped ``rewards_N``;
 2. dynamic sampling (``dapo.dynamic_sampling``): each round draws ceil(oversample·B) fresh
    prompts (rounded up so the rows divide over the devices), keeps the groups whose final
    rewards are not all equal (their advantages would be 0), and stops once B groups are kept
@@ -106,11 +108,13 @@ def _dense_ids(keys_N) -> np.ndarray:
 
 
 def _shape_round(batch: dict, cfg, eos_id: int) -> dict:
-  """Adds the overlong penalty to the rewards and the per-row loss mask (steps 1 and 3)."""
+  """Adds the overlong penalty to the rewards and the per-row loss mask (steps 1 and 3); keeps
+  the raw accuracy as ``accuracy_N``."""
   batch = dict(batch)
   dapo = cfg.dapo
   truncated_N = truncated_of(batch, cfg, eos_id)
   rewards_N = np.asarray(batch["rewards_N"], np.float32)
+  batch["accuracy_N"] = rewards_N  # the verifier's, before any shaping (METHODS §3)
   if dapo.overlong_penalty:
     rewards_N = rewards_N + overlong_penalty_N(
       completion_lengths(batch, cfg),
@@ -144,6 +148,7 @@ def _select(batches: list[dict], picks: list[tuple[int, int]], num_rows: int) ->
   out["completion_mask_NxT"] = np.where(real_N[:, None], out["completion_mask_NxT"], 0)
   out["loss_mask_N"] = np.where(real_N, out["loss_mask_N"], 0).astype(np.int32)
   out["rewards_N"] = np.where(real_N, out["rewards_N"], 0.0).astype(np.float32)
+  out["accuracy_N"] = np.where(real_N, out["accuracy_N"], 0.0).astype(np.float32)
   out["truncated_N"] = real_N & out["truncated_N"]
   out["_rows"] = rows
   return out
@@ -176,7 +181,8 @@ def sample_batch(
     row_multiple: data-parallel device count; every rollout's rows divide by it.
 
   Returns:
-    (batch, info): the batch adds ``loss_mask_N`` and ``truncated_N``; info has the rollout's
+    (batch, info): the batch adds ``loss_mask_N``, ``truncated_N``, ``accuracy_N`` (raw
+    accuracy, 0 on padding) and ``step_accuracy_N`` (y_t, every row); info has the rollout's
     ``completions`` of the kept rows ('' for padding), ``response/truncated_frac`` over real
     rows, ``data/consumed``, and ``dapo/kept_groups``, ``dapo/rounds``, ``dapo/sampled_groups``,
     ``dapo/informative_frac``, ``dapo/sampled_reward_mean`` (over every sampled row),
@@ -189,11 +195,10 @@ def sample_batch(
   if rounds < 1:
     raise ValueError(f"dapo.max_sampling_rounds must be >= 1, got {rounds}")
 
-  batches, infos, picks, raw_rewards = [], [], [], []
+  batches, infos, picks = [], [], []
   for k in range(rounds):
     problems = problems_fn(cursor + k * count, count)
     batch, info = rollout_fn(problems, rng if k == 0 else jax.random.fold_in(rng, k))
-    raw_rewards.append(np.asarray(batch["rewards_N"], np.float32))
     batch = _shape_round(batch, cfg, eos_id)
     batches.append(batch)
     infos.append(info)
@@ -220,7 +225,7 @@ def sample_batch(
   else:  # every sampled row, untouched
     out, rows = batches[0], [(0, i) for i in range(len(batches[0]["rewards_N"]))]
   real_N = np.asarray(out["group_ids_N"]) >= 0
-  raw_N = np.concatenate(raw_rewards)
+  raw_N = np.concatenate([b["accuracy_N"] for b in batches])
   # HA-DW's batch accuracy y_t covers every sampled response, dropped groups included, before
   # reward shaping (METHODS §3); broadcast per row so it shards like the rest of the batch.
   out["step_accuracy_N"] = np.full(real_N.shape, np.mean(raw_N), np.float32)
