@@ -166,6 +166,14 @@ def prompts_per_round(cfg, row_multiple: int = 1) -> int:
   return count
 
 
+def max_prompts_per_step(cfg, row_multiple: int = 1) -> int:
+  """The most prompts one step of :func:`sample_batch` draws from the stream: every round's
+  :func:`prompts_per_round`, over ``dapo.max_sampling_rounds`` rounds with dynamic sampling
+  (one round without). Budgets that read the stream ahead (the presample) use it."""
+  rounds = int(cfg.dapo.max_sampling_rounds) if cfg.dapo.dynamic_sampling else 1
+  return prompts_per_round(cfg, row_multiple) * max(rounds, 1)
+
+
 def sample_batch(
   rollout_fn, problems_fn, cursor: int, rng, cfg, eos_id: int, row_multiple: int = 1
 ) -> tuple[dict, dict]:
