@@ -21,7 +21,18 @@ prompts (16 optimizer steps per batch), 3 epochs for GRPO/GSPO (87 steps) and 9 
 ``filtering = False`` for all six runs (so no DAPO dynamic sampling here). HA-DW: window anchor
 over h = 10 batch accuracies (the official scripts), λ = 1.3 (Table 7's main row); C⁻ is the
 prior of Eq. 13 (``hadw.include_current=False``; the official code uses the posterior).
-Unknown and ours: evaluation temperature (1.0), n = 16 samples on every benchmark.
+Algorithms (``grpo_jax.recipes``): GRPO with seq_mean_token_mean (App. B, the authors'
+scripts), verl's dual clip c = 3 on GRPO/DAPO, AdamW β2 = 0.999 (verl), the overlong punishment
+on DAPO only.
+
+Evaluation: the paper decodes greedily on MATH500, Minerva and OlympiadBench and reports avg@16
+at T = 1 on AIME25 and AMC23. One config holds one eval setting (``eval.temperature``,
+``eval.num_samples``, ``eval.ks`` apply to every benchmark), so ``eval`` picks it:
+``avg16`` (default: T = 1, n = 16, pass@1 = avg@16 — the protocol of the two small, noisy
+benchmarks, where one greedy sample on 30 or 40 problems would not resolve the differences) or
+``greedy`` (T = 0, n = 1, the protocol of the three others). The paper's table takes MATH500 /
+Minerva / OlympiadBench from a second pass over the final checkpoint:
+``--mode=eval`` with ``:...,eval=greedy``.
 
 Paper numbers to approach (accuracy %, mean of MATH500 / AIME25 / AMC23 / Minerva /
 OlympiadBench; AIME25 and AMC23 avg@16; no seeds or error bars reported):
@@ -34,7 +45,8 @@ OlympiadBench; AIME25 and AMC23 avg@16; no seeds or error bars reported):
   Fig. 1c   MATH500 levels 4-5: HA-DW +3.4 points (eval/*.json ``by_level``)
 
 Arguments: ``algo`` (grpo | gspo | dapo), ``hadw`` (1), ``lam`` (1.3), ``anchor`` (window |
-fixed), ``c`` (0.5, the fixed anchor), ``G`` (8), ``epochs`` (3, DAPO 9), ``ckpt``.
+fixed), ``c`` (0.5, the fixed anchor), ``G`` (8), ``epochs`` (3, DAPO 9), ``ckpt``, ``eval``
+(avg16 | greedy).
 """
 
 from grpo_jax import recipes
@@ -87,11 +99,17 @@ def get_config(arg=None):
   cfg.mesh.fsdp = 8
   cfg.mesh.tensor = 4
   cfg.loss.micro_batch_size = cfg.mesh.data * cfg.mesh.fsdp
-  # Evaluation: n = 16 samples per problem (avg@16), every problem of each benchmark.
+  # Evaluation (see the docstring): avg@16 at T = 1 (AIME25, AMC23) or greedy (MATH500,
+  # Minerva, OlympiadBench), every problem of each benchmark.
   cfg.eval.num_problems = 1000
-  cfg.eval.num_samples = 16
-  cfg.eval.ks = (1, 16)
-  cfg.eval.temperature = 1.0
+  cfg.eval.top_p = 1.0
+  mode = args.get("eval", "avg16")
+  if mode == "avg16":
+    cfg.eval.num_samples, cfg.eval.ks, cfg.eval.temperature = 16, (1, 16), 1.0
+  elif mode == "greedy":
+    cfg.eval.num_samples, cfg.eval.ks, cfg.eval.temperature = 1, (1,), 0.0
+  else:
+    raise ValueError(f"eval must be 'avg16' or 'greedy', got {mode!r}")
   cfg.checkpoint.every = 10
   cfg.checkpoint.keep = 2
   return cfg

@@ -21,7 +21,7 @@ OlympiadBench / mean; no seeds or error bars):
   DAPO   79.2 / 20.4 / 67.5 / 39.3 / 47.2 / 50.7   + HA-DW 82.8 / 23.3 / 70.0 / 40.8 / 50.0 / 53.4
 
 Arguments: as ``paper_hadw_qwen3_4b.py`` (``algo``, ``hadw``, ``lam``, ``anchor``, ``c``, ``G``,
-``epochs``, ``ckpt``).
+``epochs``, ``ckpt``, ``eval``: avg16 at T = 1 for AIME25/AMC23, or greedy for the other three).
 """
 
 import pathlib

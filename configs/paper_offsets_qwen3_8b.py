@@ -74,7 +74,8 @@ def get_config(arg=None):
   cfg.advantage.baseline = "subgroup_offset"
   cfg.advantage.offset_coef = float(args.get("alpha", -0.5))
   cfg.advantage.offset_shuffle = bool(int(args.get("shuffle", 0)))
-  # GRPO loss as verl runs it (token mean, clip 0.2), AdamW lr 1e-6, wd 0.1, no KL.
+  # GRPO as recipes.grpo runs it (seq-mean-token-mean, clip 0.2, dual clip 3), AdamW lr 1e-6,
+  # β2 0.999, wd 0.1, no KL.
   recipes.grpo(cfg)
   cfg.optimizer.warmup_steps = 10
   cfg.loss.num_minibatches = 4  # 4 optimizer steps per batch (32 prompts each)

@@ -4,18 +4,28 @@ Each piece sets a few keys of an experiment config and returns it, so experiment
 them: ``recipes.dapo(base_config())``, or only ``recipes.gspo_loss(cfg)`` at quickstart scale.
 The numbers are the HA-DW paper's comparison settings (arXiv 2601.08521, training details):
 
-  grpo   token ratio, ε_low = ε_high = 0.2                    (Shao et al. 2024)
+  grpo   token ratio, ε_low = ε_high = 0.2, seq_mean_token_mean (Shao et al. 2024; HA-DW
+         paper App. B and the authors' verl scripts: loss_agg_mode=seq-mean-token-mean)
   gspo   sequence ratio, ε = 3e-4 / 4e-4, seq_mean_token_mean  (Zheng et al. 2025, eq. 5-7)
   dapo   clip-higher 0.2 / 0.28, token_mean, dynamic sampling,
          soft overlong punishment                             (Yu et al. 2025, §3.1-3.4)
-  all    no KL (no reference model), AdamW lr 1e-6, weight decay 0.1, grad clip 1.0
+  all    no KL (no reference model), AdamW lr 1e-6, weight decay 0.1, grad clip 1.0,
+         β = (0.9, 0.999) (verl's AdamW default; the paper names no β)
 
-Choices the papers leave open, pinned here and named so they can be changed: GRPO aggregates
-with ``token_mean`` (verl's default, which the HA-DW runs use; the original GRPO paper averages
-per sequence, ``seq_mean_token_mean``); DAPO's overlong buffer is 1/5 of the generation limit
-(4096 of 20480 in the paper) and its dynamic sampling draws 3× the prompts per round for up to
-10 rounds (verl's DAPO recipe); overlong *filtering* is off (the paper's final recipe uses the
-soft punishment; ``dapo(cfg, overlong_filter=True)`` turns it on).
+Reward shaping only where its paper has it: the overlong punishment and dynamic sampling belong
+to DAPO; ``grpo`` and ``gspo`` switch both off (``no_shaping``).
+
+Dual clip (Ye et al. 2020; METHODS §4): ℓ = min(ℓ, −c·A) for A < 0 with c = 3.0, as verl runs
+its token-ratio loss (``actor.clip_ratio_c = 3.0``, applied to negative advantages in
+``compute_policy_loss``, on by default, so in the HA-DW runs of GRPO and DAPO). GSPO keeps it
+off: verl's ``compute_policy_loss_gspo`` has no dual clip (and with ε = 3e-4 / 4e-4 the sequence
+ratio would have to reach 3 for it to bind).
+
+Choices the papers leave open, pinned here and named so they can be changed: DAPO's overlong
+buffer is 1/5 of the generation limit (4096 of 20480 in the paper) and its dynamic sampling
+draws 3× the prompts per round for up to 10 rounds (verl's DAPO recipe); overlong *filtering*
+is off (the paper's final recipe uses the soft punishment; ``dapo(cfg, overlong_filter=True)``
+turns it on).
 """
 
 from __future__ import annotations
@@ -37,8 +47,14 @@ def paper_scale_model(cfg, hf_path: str, preset: str):
   return cfg
 
 
+VERL_DUAL_CLIP = 3.0  # verl's actor.clip_ratio_c
+
+
 def paper_optimizer(cfg):
-  """AdamW, lr 1e-6, weight decay 0.1, global-norm clip 1.0."""
+  """AdamW, lr 1e-6, weight decay 0.1, global-norm clip 1.0 (HA-DW paper Table 8), β = (0.9,
+  0.999) (verl's AdamW, torch's default; the base config's b2 = 0.99 stays for quickstarts)."""
+  cfg.optimizer.b1 = 0.9
+  cfg.optimizer.b2 = 0.999
   cfg.optimizer.learning_rate = 1e-6
   cfg.optimizer.weight_decay = 0.1
   cfg.optimizer.grad_clip = 1.0
@@ -51,29 +67,35 @@ def no_kl(cfg):
   return cfg
 
 
-def grpo_loss(cfg, aggregation: str = "token_mean"):
-  """Token ratio, symmetric clip 0.2."""
+def grpo_loss(cfg, aggregation: str = "seq_mean_token_mean"):
+  """Token ratio, symmetric clip 0.2, dual clip 3.0 (verl), the sequence-mean of token means
+  (HA-DW paper App. B and the authors' scripts)."""
   cfg.loss.kind = "grpo"
   cfg.loss.clip_low = 0.2
   cfg.loss.clip_high = 0.2
+  cfg.loss.dual_clip = VERL_DUAL_CLIP
   cfg.loss.aggregation = aggregation
   return cfg
 
 
 def gspo_loss(cfg):
-  """Sequence ratio (token form), clip 3e-4 / 4e-4, sequence-mean of token means."""
+  """Sequence ratio (token form), clip 3e-4 / 4e-4, sequence-mean of token means, no dual clip
+  (verl's GSPO loss has none)."""
   cfg.loss.kind = "gspo"
   cfg.loss.clip_low = 3e-4
   cfg.loss.clip_high = 4e-4
+  cfg.loss.dual_clip = 0.0
   cfg.loss.aggregation = "seq_mean_token_mean"
   return cfg
 
 
 def dapo_loss(cfg):
-  """Token ratio, clip-higher 0.2 / 0.28, token-level mean over the whole step."""
+  """Token ratio, clip-higher 0.2 / 0.28, token-level mean over the whole step, dual clip 3.0
+  (verl's DAPO recipe runs the same token loss)."""
   cfg.loss.kind = "dapo"
   cfg.loss.clip_low = 0.2
   cfg.loss.clip_high = 0.28
+  cfg.loss.dual_clip = VERL_DUAL_CLIP
   cfg.loss.aggregation = "token_mean"
   return cfg
 
@@ -96,14 +118,22 @@ def overlong(cfg, buffer: int | None = None, weight: float = 1.0, overlong_filte
   return cfg
 
 
+def no_shaping(cfg):
+  """No DAPO extras: no dynamic sampling, no overlong punishment or filter."""
+  cfg.dapo.dynamic_sampling = False
+  cfg.dapo.overlong_penalty = False
+  cfg.dapo.overlong_filter = False
+  return cfg
+
+
 def grpo(cfg):
-  """GRPO as the HA-DW paper runs it."""
-  return paper_optimizer(no_kl(grpo_loss(cfg)))
+  """GRPO as the HA-DW paper runs it (no reward shaping)."""
+  return paper_optimizer(no_kl(no_shaping(grpo_loss(cfg))))
 
 
 def gspo(cfg):
-  """GSPO as the HA-DW paper runs it."""
-  return paper_optimizer(no_kl(gspo_loss(cfg)))
+  """GSPO as the HA-DW paper runs it (no reward shaping)."""
+  return paper_optimizer(no_kl(no_shaping(gspo_loss(cfg))))
 
 
 def dapo(cfg, overlong_filter: bool = False):

@@ -175,10 +175,138 @@ def test_hadw_accuracy_covers_dropped_groups():
   np.testing.assert_allclose(batch["step_accuracy_N"], 11 / 16)
   assert np.mean(batch["rewards_N"]) == 0.5  # the kept groups alone would say 0.5
   cfg.hadw.enabled = True
-  args = (batch["rewards_N"], batch["group_ids_N"], batch["subgroup_ids_N"], cfg,
-          advantages.init_anchor(cfg), jax.random.PRNGKey(0))
+  args = (
+    batch["rewards_N"],
+    batch["group_ids_N"],
+    batch["subgroup_ids_N"],
+    cfg,
+    advantages.init_anchor(cfg),
+    jax.random.PRNGKey(0),
+  )
   _, _, aux_kept = advantages.compute(*args)
   _, anchor, aux_all = advantages.compute(*args, batch_acc=np.mean(batch["step_accuracy_N"]))
   assert float(aux_kept["hadw/batch_acc"]) == 0.5
   np.testing.assert_allclose(float(aux_all["hadw/batch_acc"]), 11 / 16)
   np.testing.assert_allclose(float(aux_all["hadw/anchor"]), 11 / 16)  # first step: C⁻ := y_1
+
+
+M = 3  # preview slots of the two-stage layout
+
+
+def two_stage_rollout(preview_lens, completion_lens, truncated, train_on_preview):
+  """A 4-row two-stage batch (B = 2 prompts × G = 2, K = 2 previews): responses are preview ⊕
+  completion packed by ``strategy_layout.pack_responses``, right-padded to M + T columns."""
+  from grpo_jax.sampling import strategy_layout as layout
+
+  def rollout_fn(problems, rng):
+    n = len(problems) * 2
+    prev_mask = (np.arange(M)[None] < np.asarray(preview_lens)[:, None]).astype(np.int32)
+    comp_mask = (np.arange(T)[None] < np.asarray(completion_lens)[:, None]).astype(np.int32)
+    comp = np.where(comp_mask > 0, 5, PAD)
+    ends = np.asarray(completion_lens) - 1
+    comp[np.arange(n), ends] = np.where(truncated, 7, EOS)
+    packed = layout.pack_responses(
+      np.where(prev_mask > 0, 4, PAD),
+      prev_mask,
+      -0.1 * prev_mask,
+      comp,
+      comp_mask,
+      -0.2 * comp_mask,
+      PAD,
+      train_on_preview,
+    )
+    ids = np.repeat(np.arange(len(problems), dtype=np.int32), 2)
+    batch = {
+      "tokens_NxL": np.concatenate([np.full((n, P), 3), packed["tokens_NxR"]], 1),
+      "completion_mask_NxT": packed["loss_mask_NxR"],
+      "rewards_N": np.array([1.0, 0.0] * len(problems), np.float32),
+      "group_ids_N": ids,
+      "subgroup_ids_N": np.arange(n, dtype=np.int32),
+      "truncated_N": np.asarray(truncated, bool),  # the sampler's
+    }
+    return batch, {"completions": [""] * n}
+
+  return rollout_fn
+
+
+def two_stage_cfg(train_on_preview=False, **dapo):
+  cfg = make_cfg(**dapo)
+  cfg.sampling.prompts_per_step = 2
+  cfg.strategy.enabled = True
+  cfg.strategy.num_previews = 2
+  cfg.strategy.train_on_preview = train_on_preview
+  return cfg
+
+
+def test_two_stage_truncation_is_the_samplers():
+  """Truncated completions after short previews end before the packed rows' last column: only
+  the sampler's truncated_N sees them (the last column catches the full-width row alone)."""
+  rollout_fn = two_stage_rollout([1, 2, 1, 3], [T] * 4, [True] * 4, train_on_preview=False)
+  cfg = two_stage_cfg(overlong_filter=True)
+  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  raw, _ = rollout_fn(problems_fn(0, 2), None)
+  assert ds.truncated_rows(raw, EOS).tolist() == [False, False, False, True]
+  np.testing.assert_array_equal(batch["truncated_N"], True)
+  np.testing.assert_array_equal(batch["loss_mask_N"], 0)
+  assert info["response/truncated_frac"] == 1.0
+  assert info["dapo/overlong_filtered_frac"] == 1.0
+  raw.pop("truncated_N")  # without the sampler's flags a two-stage batch cannot be judged
+  with pytest.raises(ValueError, match="truncated_N"):
+    ds.sample_batch(lambda p, r: (raw, {}), problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+
+
+@pytest.mark.parametrize("train_on_preview", [False, True])
+def test_two_stage_overlong_penalty_counts_the_completion_only(train_on_preview):
+  """L_i is the completion's length, whether or not the preview is in the loss mask."""
+  completion_lens = [4, 6, 8, 9]  # L_max = 10, buffer 4: penalties 0, 0, −0.5, −0.75
+  inner = two_stage_rollout([3, 2, 3, 1], completion_lens, [False] * 4, train_on_preview)
+
+  def rollout_fn(problems, rng):
+    batch, info = inner(problems, rng)
+    return {**batch, "lengths_N": np.asarray(completion_lens)}, info
+
+  cfg = two_stage_cfg(train_on_preview, **SHAPING)
+  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  np.testing.assert_allclose(batch["rewards_N"] - [1, 0, 1, 0], [0, 0, -0.5, -0.75])
+  # Without lengths_N: Σ completion mask is the completion alone unless the preview is trained.
+  if train_on_preview:
+    with pytest.raises(ValueError, match="lengths_N"):
+      ds.sample_batch(inner, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  else:
+    plain, _ = ds.sample_batch(inner, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+    np.testing.assert_allclose(plain["rewards_N"], batch["rewards_N"])
+
+
+def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
+  """METHODS §3: with the overlong penalty on, p̂_g is the group mean of the raw accuracy; the
+  baseline and the normalisation keep the shaped rewards."""
+  from grpo_jax import advantages
+
+  rollout_fn, _ = fake_rollout([(3, 8)])  # the second row of each group is 8 long: −0.5
+  cfg = make_cfg(**SHAPING)
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  # Problems 0 and 3 score [1, 1] (p̂ = 1) and become [1, 0.5]; 1 and 2: [1, 0] -> [1, −0.5].
+  np.testing.assert_array_equal(batch["accuracy_N"], [1, 1, 1, 0, 1, 0, 1, 1])
+  np.testing.assert_allclose(batch["rewards_N"], [1, 0.5, 1, -0.5, 1, -0.5, 1, 0.5])
+  cfg.hadw.anchor, cfg.hadw.fixed_anchor = "fixed", 0.5
+
+  def adv(enabled, **kw):
+    cfg.hadw.enabled = enabled
+    args = (batch["rewards_N"], batch["group_ids_N"], batch["subgroup_ids_N"], cfg)
+    out, _, aux = advantages.compute(*args, advantages.init_anchor(cfg), jax.random.key(0), **kw)
+    return np.asarray(out), aux
+
+  plain, _ = adv(False)
+  assert np.all(plain != 0)  # the penalty made every group informative
+  # Φ = λ·exp(−sgn(A)·sgn(d)·|d|), d = p̂ − 0.5: p̂ = 1 for groups 0 and 3, 0.5 for 1 and 2.
+  lam, e = 1.3, np.exp(0.5)
+  want_raw = lam * np.array([1 / e, e, 1, 1, 1, 1, 1 / e, e])
+  raw, aux = adv(True, accuracy_N=batch["accuracy_N"])
+  np.testing.assert_allclose(raw / plain, want_raw, rtol=1e-5)
+  np.testing.assert_allclose(float(aux["hadw/batch_acc"]), 6 / 8)  # y_t: raw accuracy too
+  # The shaped rewards would give p̂ = 0.75 and 0.25 instead.
+  q = np.exp(0.25)
+  shaped, _ = adv(True)
+  np.testing.assert_allclose(
+    shaped / plain, lam * np.array([1 / q, q, q, 1 / q, q, 1 / q, 1 / q, q]), rtol=1e-5
+  )

@@ -101,6 +101,6 @@ def test_backward_has_no_pad_of_sliced_halves():
   np.testing.assert_allclose(
     np.asarray(apply_rope(jnp.asarray(x), jnp.asarray(pos), 1e4)),
     np.asarray(sliced(jnp.asarray(x), jnp.asarray(pos), 1e4)),
-    rtol=0,
-    atol=0,
+    rtol=1e-6,  # other ops and shapes, so other compiled kernels: equal up to rounding
+    atol=1e-6,
   )

@@ -252,7 +252,8 @@ def test_compiled_once_and_pad_id_is_only_a_filler(model):
   m = out.mask_NxT == 1
   np.testing.assert_array_equal(out_neg.mask_NxT, out.mask_NxT)
   np.testing.assert_array_equal(out_neg.tokens_NxT, jnp.where(m, out.tokens_NxT, -1))
-  np.testing.assert_array_equal(out_neg.logps_NxT, out.logps_NxT)
+  # pad_id is static: another compiled program, so its log-probs agree up to rounding.
+  np.testing.assert_allclose(out_neg.logps_NxT, out.logps_NxT, rtol=1e-6, atol=1e-6)
 
 
 def test_sharded_prompts_give_the_same_samples(model):

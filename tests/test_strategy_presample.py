@@ -162,3 +162,62 @@ def test_other_settings_or_prompts_are_errors(setup, stored):
   with pytest.raises(PresampleError, match="no prompt at stream position"):
     previews.previews(task, task.train_problems(NUM, 1))
   assert json.loads((stored / "meta.json").read_text())["num_prompts"] == NUM
+
+
+@pytest.mark.parametrize(
+  "prompts,dapo,want",
+  [
+    # B = 4, G = 2 on 8 devices: ceil(1.3·4) = 6 prompts are 12 rows, rounded up to 8 prompts
+    # (16 rows) per round, × 3 rounds = 24 per step (ceil(1.3·4)·3 = 18 is too few).
+    (4, {"dynamic_sampling": True, "oversample": 1.3, "max_sampling_rounds": 3}, 24),
+    (3, {}, 4),  # one round: B = 3 prompts are 6 rows, rounded up to 4 prompts (8 rows)
+  ],
+)
+def test_presample_budget_covers_what_dynamic_sampling_draws(
+  tmp_path, monkeypatch, prompts, dapo, want
+):
+  """``prepare`` writes and opens a presample of steps × (prompts one step can draw)."""
+  import types
+
+  from grpo_jax.train import dynamic_sampling as ds
+  from grpo_jax.train import strategy_rollout as sr
+
+  cfg = config_file.load(
+    str(ROOT / "configs/tiny_test.py"), ["strategy.enabled=true", "strategy.num_previews=2"]
+  )
+  cfg.steps, cfg.sampling.prompts_per_step, cfg.sampling.group_size = 5, prompts, 2
+  for k, v in dapo.items():
+    cfg.dapo[k] = v
+  mesh = types.SimpleNamespace(shape={"data": 4, "fsdp": 2})  # 8 devices
+  asked = {}
+  monkeypatch.setattr(
+    sr, "write_presample", lambda *a, num_prompts, **kw: asked.update(w=num_prompts)
+  )
+  monkeypatch.setattr(sr, "load_presample", lambda path, spec, num: asked.update(l=num))
+  rollout = sr.StrategyRollout.__new__(sr.StrategyRollout)
+  rollout.cfg, rollout.task, rollout.spec, rollout.active = cfg, None, None, True
+  rollout.prepare(None, None, mesh, tmp_path, 0, log=lambda *_: None)
+  assert asked == {"w": cfg.steps * want, "l": cfg.steps * want}
+  # The stream positions one step of dynamic_sampling reads (all groups uninformative, so
+  # every round runs) lie within that per-step budget.
+  read = []
+
+  def problems_fn(start, count):
+    read.extend(range(start, start + count))
+    return list(range(start, start + count))
+
+  def rollout_fn(problems, rng):
+    n = 2 * len(problems)
+    ids = np.repeat(np.arange(len(problems), dtype=np.int32), 2)
+    batch = {
+      "tokens_NxL": np.ones((n, 3), np.int32),
+      "completion_mask_NxT": np.ones((n, 1), np.int32),
+      "rewards_N": np.ones(n, np.float32),
+      "group_ids_N": ids,
+      "subgroup_ids_N": ids,
+      "truncated_N": np.zeros(n, bool),
+    }
+    return batch, {}
+
+  _, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, 1, 8)
+  assert max(read) + 1 == info["data/consumed"] == want

@@ -55,9 +55,11 @@ def test_one_step_path_is_the_plain_on_policy_step():
   params, loss = plain_update(graphdef, make_optimizer(cfg.optimizer), cfg, task.prompt_len)(
     state, batch
   )
+  # Two separately compiled programs: equal up to float32 rounding (fusion and summation order
+  # may differ between them, and do on some CPUs), not bit for bit.
   for a, b in zip(jax.tree.leaves(jax.device_get(params)), jax.tree.leaves(new_state["params"])):
-    np.testing.assert_array_equal(a, b)
-  assert metrics["loss/total"] == float(loss)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(metrics["loss/total"], float(loss), rtol=1e-5, atol=1e-7)
   assert metrics["ratio/mean"] == 1.0 and metrics["ppo_kl"] == 0.0
   assert metrics["update/steps"] == 1.0
 

@@ -3,6 +3,7 @@
   Ã_i = r_i − b_i                        (METHODS §1; baseline by name, optional offset shuffle)
   A_i = Ã_i / (σ + ε)                    (§2; or Ã_i with scale='none')
   A_i ← Φ_i·A_i                          (§3; HA-DW, when hadw.enabled, after normalisation)
+                                         (p̂_g and y_t from the raw accuracy, see ``compute``)
   A_i = 0 for padded rows and for every row of a group whose rewards are all equal (§2.6).
 
 Config values are read at trace time, so ``jax.jit(functools.partial(compute, cfg=cfg))``
@@ -77,6 +78,7 @@ def compute(
   anchor: dict[str, jax.Array],
   rng: jax.Array,
   batch_acc: jax.Array | None = None,
+  accuracy_N: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array], dict[str, jax.Array]]:
   """Advantages for one step (METHODS §1-3). Returns (advantages_N, new_anchor, aux).
 
@@ -85,7 +87,12 @@ def compute(
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
   by the offset shuffle only). ``aux`` holds the scalars named in ``AUX_KEYS``.
   ``batch_acc``: HA-DW's y_t when the rows are not every sampled response of the step (DAPO's
-  dynamic sampling drops groups; y_t still averages all of them); default: mean of ``rewards_N``.
+  dynamic sampling drops groups; y_t still averages all of them); default: mean of
+  ``accuracy_N`` (else ``rewards_N``) over the valid rows.
+  ``accuracy_N``: the verifier's raw accuracy per row, before any reward shaping (DAPO's
+  overlong penalty). METHODS §3 takes HA-DW's group difficulty p̂_g (and y_t) from it, while
+  the baseline and the normalisation (§1-2) use the shaped ``rewards_N``. Default: ``rewards_N``
+  (the two are the same when nothing shapes the reward).
   """
   adv_cfg, hadw_cfg = _groups(cfg)
   rewards_N = jnp.asarray(rewards_N, jnp.float32)
@@ -110,9 +117,17 @@ def compute(
   adv_N = normalize(raw_N, rewards_N, group_ids_N, valid_N, scale, scale_of, eps, zero_tol)
   adv_N = jnp.where(live_N, adv_N, 0.0)
 
-  # §3: HA-DW. y_t counts every valid row of the step, degenerate groups included.
+  # §3: HA-DW, on the raw accuracy. y_t counts every valid row of the step, degenerate groups
+  # included; p̂_g is the group mean of the accuracy (not of the shaped reward).
+  if accuracy_N is None:
+    accuracy_N, difficulty_N = rewards_N, stats.group_mean_N
+  else:
+    accuracy_N = jnp.asarray(accuracy_N, jnp.float32)
+    difficulty_N = seg.gather(
+      seg.exact_mean(accuracy_N, group_ids_N, valid_N), group_ids_N, valid_N
+    )
   if batch_acc is None:
-    batch_acc = seg.masked_mean(rewards_N, valid_N)
+    batch_acc = seg.masked_mean(accuracy_N, valid_N)
   batch_acc = jnp.asarray(batch_acc, jnp.float32)
   zero = jnp.zeros((), jnp.float32)
   hadw_aux = dict.fromkeys(
@@ -122,9 +137,7 @@ def compute(
   new_anchor = anchor
   if hadw_cfg.enabled:
     anchor_value, new_anchor, eta = update_anchor(anchor, batch_acc, hadw_cfg)
-    phi_N, direction_N = hadw_weights(
-      adv_N, stats.group_mean_N, anchor_value, hadw_cfg.lambda_scale
-    )
+    phi_N, direction_N = hadw_weights(adv_N, difficulty_N, anchor_value, hadw_cfg.lambda_scale)
     adv_N = jnp.where(valid_N, phi_N * adv_N, 0.0)
     hadw_aux = {
       "hadw/anchor": anchor_value,

@@ -69,28 +69,39 @@ def is_primary() -> bool:
   return jax.process_index() == 0
 
 
-def offset_ids(batch: dict, num_problems: int, first_problem: int) -> dict:
-  """Group / subgroup ids made unique job-wide. A process whose prompts start at
-  ``first_problem`` of the step adds ``first_problem`` to ids that count its prompts (then the
-  ids equal a one-process run's) and ``first_problem · G`` rows' worth otherwise; negative
-  ids (padding) stay negative. Ids stay below the global row count N (segment contract of
-  ``grpo_jax.advantages.segments``)."""
+def id_units(cfg=None) -> dict[str, int]:
+  """Ids per prompt of each id key of a rollout batch: group ids count prompts (1 each);
+  subgroup ids count prompts too on the one-stage path, and preview slots b·K + k (K per
+  prompt, ``strategy_layout.row_ids``; merged previews share the smallest slot of their prompt)
+  when strategy sampling is active (``strategy.enabled`` and K = ``strategy.num_previews`` > 1,
+  as ``StrategyRollout.active``)."""
+  s = cfg.strategy if cfg is not None and "strategy" in cfg else None
+  k = int(s.num_previews) if s is not None and s.enabled and int(s.num_previews) > 1 else 1
+  return {"group_ids_N": 1, "subgroup_ids_N": k}
+
+
+def offset_ids(batch: dict, first_problem: int, units: dict[str, int]) -> dict:
+  """Group / subgroup ids made job-wide: a process whose prompts start at ``first_problem`` of
+  the step adds ``first_problem · units[key]`` to ``batch[key]`` for each key of ``units`` (the
+  ids that key counts per prompt, :func:`id_units`), so the ids equal a one-process run's.
+  Negative ids (padding) stay negative. Ids stay below the global row count N (segment contract
+  of ``grpo_jax.advantages.segments``)."""
   if first_problem == 0:
     return batch
   batch = dict(batch)
-  rows = len(np.asarray(batch["group_ids_N"]))
-  for key in ("group_ids_N", "subgroup_ids_N"):
+  for key, per_problem in units.items():
     ids = np.asarray(batch[key])
-    per_problem = ids.max(initial=-1) < num_problems
-    base = first_problem if per_problem else first_problem * (rows // max(num_problems, 1))
+    base = first_problem * int(per_problem)
     batch[key] = np.where(ids >= 0, ids + base, ids).astype(ids.dtype)
   return batch
 
 
-def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None):
+def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None, units=None):
   """Wraps ``(rollout_fn, problems_fn)`` of ``dynamic_sampling.sample_batch`` so each process
   samples and grades only the prompts whose G rows its devices hold
-  (``grpo_jax.sharding.process_rows``). Identity with one process."""
+  (``grpo_jax.sharding.process_rows``), its ids offset by :func:`offset_ids` with ``units``
+  (default :func:`id_units` of ``cfg``: what the rollout of that config produces). Identity
+  with one process."""
   if jax.process_count() == 1:
     return rollout_fn, problems_fn
   if cfg is not None and cfg.dapo.dynamic_sampling:
@@ -99,6 +110,7 @@ def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None):
     )
   from grpo_jax import sharding as shard_lib  # noqa: PLC0415
 
+  units = id_units(cfg) if units is None else units
   first = {}
 
   def local_problems(start, count):
@@ -113,7 +125,7 @@ def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None):
 
   def local_rollout(problems, rng):
     batch, info = rollout_fn(problems, rng)
-    return offset_ids(batch, len(problems), first.get("problem", 0)), info
+    return offset_ids(batch, first.get("problem", 0), units), info
 
   return local_rollout, local_problems
 

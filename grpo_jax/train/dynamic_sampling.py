@@ -6,8 +6,12 @@ exactly B·G rows, so the jitted update keeps one shape:
 
 1. overlong reward shaping (``dapo.overlong_penalty``), on every sampled row:
      r_i += w · max(min(−(L_i − (L_max − L_buf)) / L_buf, 0), −1),
-   L_i the response length (Σ_t completion mask), L_max = ``sampling.max_new_tokens``,
-   L_buf = ``dapo.overlong_buffer``, w = ``dapo.overlong_penalty_weight``;
+   L_i the completion length (its tokens up to and including the stop token; a strategy
+   preview is context and never counts, whether or not ``strategy.train_on_preview`` puts it in
+   the loss mask), L_max = ``sampling.max_new_tokens``, L_buf = ``dapo.overlong_buffer``,
+   w = ``dapo.overlong_penalty_weight``. The raw accuracy before shaping stays in the batch
+   as ``accuracy_N``: HA-DW's group difficulty p̂_g and its y_t read it (METHODS §3), the
+   baseline and normalisation the shaped ``rewards_N``;
 2. dynamic sampling (``dapo.dynamic_sampling``): each round draws ceil(oversample·B) fresh
    prompts (rounded up so the rows divide over the devices), keeps the groups whose final
    rewards are not all equal (their advantages would be 0), and stops once B groups are kept
@@ -17,6 +21,15 @@ exactly B·G rows, so the jitted update keeps one shape:
 3. overlong filtering (``dapo.overlong_filter``): ``loss_mask_N`` = 0 on truncated responses
    (no EOS within L_max), which the update multiplies into the loss mask. They still count in
    their group's baseline.
+
+Per-row facts come from the rollout when it carries them: ``truncated_N`` (the sampler's: no
+stop token within ``sampling.max_new_tokens``; both rollouts pack it) and ``lengths_N`` (the
+completion length L_i). Without them they are read off the packed rows, which is right only
+where the response columns hold the completion alone: truncation = a full last column without
+EOS (one-stage batches only: in the two-stage layout preview ⊕ completion a truncated
+completion after a short preview ends before the last column), and L_i = Σ_t completion mask
+(the completion alone unless ``strategy.train_on_preview`` adds the preview to that mask, where
+the penalty then needs ``lengths_N`` and raises without it).
 
 Filtering uses the shaped rewards (the ones the advantages see; verl's DAPO recipe filters on
 accuracy by default). Group and subgroup ids are renumbered densely over the kept rows.
@@ -41,10 +54,45 @@ def overlong_penalty_N(lengths_N, max_len: int, buffer: int, weight: float) -> n
 
 
 def truncated_rows(batch: dict, eos_id: int) -> np.ndarray:
-  """True where the response fills the whole generation window without an EOS. Bool [N]."""
+  """True where the response fills the whole generation window without an EOS. Bool [N].
+
+  Reads the packed rows: valid only for one-stage batches, whose response columns are the
+  completion alone (the sampler's ``truncated_N`` is used whenever the batch carries it)."""
   mask_NxT = np.asarray(batch["completion_mask_NxT"])
   last_token_N = np.asarray(batch["tokens_NxL"])[:, -1]
   return (mask_NxT[:, -1] > 0) & (last_token_N != eos_id)
+
+
+def _two_stage(cfg) -> bool:
+  """Whether the rollouts pack preview ⊕ completion (strategy sampling with K > 1)."""
+  s = cfg.strategy if "strategy" in cfg else None
+  return bool(s is not None and s.enabled and int(s.num_previews) > 1)
+
+
+def truncated_of(batch: dict, cfg, eos_id: int) -> np.ndarray:
+  """Per-row truncation, bool [N]: the rollout's ``truncated_N`` (the sampler's), else
+  :func:`truncated_rows` for one-stage batches."""
+  if "truncated_N" in batch:
+    return np.asarray(batch["truncated_N"], bool)
+  if _two_stage(cfg):
+    raise ValueError(
+      "a two-stage (strategy) batch must carry the sampler's truncated_N: its last response "
+      "column is not the completion's end"
+    )
+  return truncated_rows(batch, eos_id)
+
+
+def completion_lengths(batch: dict, cfg) -> np.ndarray:
+  """L_i per row, int [N]: the rollout's ``lengths_N``, else Σ_t completion mask (the
+  completion alone unless ``strategy.train_on_preview`` put the preview in that mask)."""
+  if "lengths_N" in batch:
+    return np.asarray(batch["lengths_N"]).astype(np.int64)
+  if _two_stage(cfg) and cfg.strategy.train_on_preview:
+    raise ValueError(
+      "dapo.overlong_penalty with strategy.train_on_preview needs the batch's lengths_N "
+      "(completion tokens per row): completion_mask_NxT then holds the preview as well"
+    )
+  return np.sum(np.asarray(batch["completion_mask_NxT"]) > 0, axis=1)
 
 
 def informative_groups(rewards_N, group_ids_N) -> np.ndarray:
@@ -60,15 +108,16 @@ def _dense_ids(keys_N) -> np.ndarray:
 
 
 def _shape_round(batch: dict, cfg, eos_id: int) -> dict:
-  """Adds the overlong penalty to the rewards and the per-row loss mask (steps 1 and 3)."""
+  """Adds the overlong penalty to the rewards and the per-row loss mask (steps 1 and 3); keeps
+  the raw accuracy as ``accuracy_N``."""
   batch = dict(batch)
   dapo = cfg.dapo
-  truncated_N = truncated_rows(batch, eos_id)
-  lengths_N = np.sum(np.asarray(batch["completion_mask_NxT"]) > 0, axis=1)
+  truncated_N = truncated_of(batch, cfg, eos_id)
   rewards_N = np.asarray(batch["rewards_N"], np.float32)
+  batch["accuracy_N"] = rewards_N  # the verifier's, before any shaping (METHODS §3)
   if dapo.overlong_penalty:
     rewards_N = rewards_N + overlong_penalty_N(
-      lengths_N,
+      completion_lengths(batch, cfg),
       int(cfg.sampling.max_new_tokens),
       int(dapo.overlong_buffer),
       float(dapo.overlong_penalty_weight),
@@ -99,6 +148,7 @@ def _select(batches: list[dict], picks: list[tuple[int, int]], num_rows: int) ->
   out["completion_mask_NxT"] = np.where(real_N[:, None], out["completion_mask_NxT"], 0)
   out["loss_mask_N"] = np.where(real_N, out["loss_mask_N"], 0).astype(np.int32)
   out["rewards_N"] = np.where(real_N, out["rewards_N"], 0.0).astype(np.float32)
+  out["accuracy_N"] = np.where(real_N, out["accuracy_N"], 0.0).astype(np.float32)
   out["truncated_N"] = real_N & out["truncated_N"]
   out["_rows"] = rows
   return out
@@ -116,6 +166,14 @@ def prompts_per_round(cfg, row_multiple: int = 1) -> int:
   return count
 
 
+def max_prompts_per_step(cfg, row_multiple: int = 1) -> int:
+  """The most prompts one step of :func:`sample_batch` draws from the stream: every round's
+  :func:`prompts_per_round`, over ``dapo.max_sampling_rounds`` rounds with dynamic sampling
+  (one round without). Budgets that read the stream ahead (the presample) use it."""
+  rounds = int(cfg.dapo.max_sampling_rounds) if cfg.dapo.dynamic_sampling else 1
+  return prompts_per_round(cfg, row_multiple) * max(rounds, 1)
+
+
 def sample_batch(
   rollout_fn, problems_fn, cursor: int, rng, cfg, eos_id: int, row_multiple: int = 1
 ) -> tuple[dict, dict]:
@@ -131,7 +189,8 @@ def sample_batch(
     row_multiple: data-parallel device count; every rollout's rows divide by it.
 
   Returns:
-    (batch, info): the batch adds ``loss_mask_N`` and ``truncated_N``; info has the rollout's
+    (batch, info): the batch adds ``loss_mask_N``, ``truncated_N``, ``accuracy_N`` (raw
+    accuracy, 0 on padding) and ``step_accuracy_N`` (y_t, every row); info has the rollout's
     ``completions`` of the kept rows ('' for padding), ``response/truncated_frac`` over real
     rows, ``data/consumed``, and ``dapo/kept_groups``, ``dapo/rounds``, ``dapo/sampled_groups``,
     ``dapo/informative_frac``, ``dapo/sampled_reward_mean`` (over every sampled row),
@@ -144,11 +203,10 @@ def sample_batch(
   if rounds < 1:
     raise ValueError(f"dapo.max_sampling_rounds must be >= 1, got {rounds}")
 
-  batches, infos, picks, raw_rewards = [], [], [], []
+  batches, infos, picks = [], [], []
   for k in range(rounds):
     problems = problems_fn(cursor + k * count, count)
     batch, info = rollout_fn(problems, rng if k == 0 else jax.random.fold_in(rng, k))
-    raw_rewards.append(np.asarray(batch["rewards_N"], np.float32))
     batch = _shape_round(batch, cfg, eos_id)
     batches.append(batch)
     infos.append(info)
@@ -175,7 +233,7 @@ def sample_batch(
   else:  # every sampled row, untouched
     out, rows = batches[0], [(0, i) for i in range(len(batches[0]["rewards_N"]))]
   real_N = np.asarray(out["group_ids_N"]) >= 0
-  raw_N = np.concatenate(raw_rewards)
+  raw_N = np.concatenate([b["accuracy_N"] for b in batches])
   # HA-DW's batch accuracy y_t covers every sampled response, dropped groups included, before
   # reward shaping (METHODS §3); broadcast per row so it shards like the rest of the batch.
   out["step_accuracy_N"] = np.full(real_N.shape, np.mean(raw_N), np.float32)

@@ -14,7 +14,6 @@ the delimiter the preview ended on, so a ``<plan>;<answer>`` grammar still parse
 from __future__ import annotations
 
 import json
-import math
 import pathlib
 from collections import defaultdict
 
@@ -68,8 +67,12 @@ class StrategyRollout:
     s, B = self.cfg.strategy, self.cfg.sampling.prompts_per_step
     path = pathlib.Path(s.presample_path or pathlib.Path(workdir) / "presample")
     per_step = B
-    if "dapo" in self.cfg and self.cfg.dapo.dynamic_sampling:  # extra rounds read further on
-      per_step = math.ceil(self.cfg.dapo.oversample * B) * self.cfg.dapo.max_sampling_rounds
+    if "dapo" in self.cfg:  # what sample_batch draws: rounds, each rounded to the devices
+      from grpo_jax import sharding as shard_lib  # noqa: PLC0415
+      from grpo_jax.train import dynamic_sampling  # noqa: PLC0415
+
+      row_multiple = shard_lib.batch_size_multiple(mesh)
+      per_step = dynamic_sampling.max_prompts_per_step(self.cfg, row_multiple)
     num = int(s.presample_prompts) or self.cfg.steps * per_step
     if not (path / "meta.json").exists():
       if step > 0:

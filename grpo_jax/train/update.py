@@ -16,10 +16,11 @@ Batch keys (N rows, P prompt tokens, T completion tokens, L = P + T):
   tokens_NxL, input_mask_NxL (1 = real token), completion_mask_NxT (1 = completion token up to
   and including EOS), sample_logps_NxT (the sampler's log-probs), rewards_N, group_ids_N,
   subgroup_ids_N; optional loss_mask_N (0 = row kept for the baseline but out of the loss, e.g.
-  DAPO's overlong filter). Other keys are ignored. With ``loss.share_prompt`` the rows must come
-  in groups of G = ``sampling.group_size`` consecutive rows that repeat one prompt in
-  tokens_NxL[:, :P] and input_mask_NxL[:, :P] (what every rollout packs;
-  :func:`check_shared_prompts` tests a batch), and the forward passes run each prompt once.
+  DAPO's overlong filter), accuracy_N (raw accuracy before reward shaping: HA-DW's p̂_g) and
+  step_accuracy_N (HA-DW's y_t, the same value on every row). Other keys are ignored. With
+  ``loss.share_prompt`` the rows must come in groups of G = ``sampling.group_size`` consecutive
+  rows that repeat one prompt in tokens_NxL[:, :P] and input_mask_NxL[:, :P] (what every rollout
+  packs; :func:`check_shared_prompts` tests a batch), and the forward passes run each prompt once.
 """
 
 from __future__ import annotations
@@ -214,6 +215,8 @@ def make_update_fn(
       keys["advantage"],
       # HA-DW's y_t over every sampled response (raw accuracy), when the rollout provides it.
       batch_acc=jnp.mean(batch["step_accuracy_N"]) if "step_accuracy_N" in batch else None,
+      # HA-DW's p̂_g from the raw accuracy, before DAPO's reward shaping (METHODS §3).
+      accuracy_N=batch.get("accuracy_N"),
     )
     mask_NxT = batch["completion_mask_NxT"]
     if "loss_mask_N" in batch:
