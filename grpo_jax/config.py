@@ -64,6 +64,10 @@ def base_config() -> ConfigDict:
   c.data.eval_sets = ("aime24",)
   c.data.eval_paths = ()
   c.data.template = "dapo"
+  # How prompts are wrapped: auto (the tokenizer's chat template with the generation prompt,
+  # when it has one; raw text otherwise) | none (raw text, BOS as the tokenizer adds it) | the
+  # path of a Jinja chat template file.
+  c.data.chat_template = "auto"
   c.data.max_prompt_tokens = 512
   c.data.reward_timeout_s = 5.0
 
@@ -84,7 +88,9 @@ def base_config() -> ConfigDict:
   c.strategy.source = "presampled"  # presampled (drawn once by the initial policy) | online
   c.strategy.max_preview_tokens = 4  # stage-1 budget; responses hold this + max_new_tokens
   c.strategy.preview_template = ""  # text after the prompt that asks for the preview
-  c.strategy.delimiter = ";"  # one token that ends a preview (kept as its last token)
+  # The stop string that ends a preview: the first token whose decoded text completes it is
+  # the preview's last token (also when the tokenizer merges it into a larger token).
+  c.strategy.delimiter = ";"
   c.strategy.merge_identical = False  # previews equal after whitespace/case folding share an id
   c.strategy.train_on_preview = False  # preview tokens in the loss mask (never rewarded)
   c.strategy.presample_path = ""  # '' = <workdir>/presample
@@ -261,8 +267,12 @@ def check_keys(cfg: ConfigDict, reference: ConfigDict | None = None, prefix: str
 
 
 def finalize(cfg: ConfigDict) -> ConfigDict:
-  """Validates keys against the base config and locks the config."""
+  """Validates keys against the base config, then the values (``config_checks``), and locks
+  the config."""
+  from grpo_jax.config_checks import check_values
+
   check_keys(cfg)
+  check_values(cfg)
   cfg.lock()
   return cfg
 

@@ -65,24 +65,26 @@ def resolve_chat_template(tokenizer, setting: str) -> str | None:
   )
 
 
-def encode_prompt(tokenizer, text: str, chat_template: str | None) -> list[int]:
-  """Token ids of one user prompt: wrapped in the chat template with the generation prompt
+def encode_prompts(tokenizer, texts: list[str], chat_template: str | None) -> list[list[int]]:
+  """Token ids of user prompts: each wrapped in the chat template with the generation prompt
   (the template writes any BOS itself, so no special tokens are added on top), or raw text
-  with the special tokens the tokenizer adds (its BOS, if any)."""
+  with the special tokens the tokenizer adds (its BOS, if any). One batched call."""
+  if not texts:
+    return []
   if chat_template is None:
-    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+    return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
   rendered = tokenizer.apply_chat_template(
-    [{"role": "user", "content": text}],
+    [[{"role": "user", "content": text}] for text in texts],
     chat_template=chat_template,
     tokenize=False,
     add_generation_prompt=True,
   )
-  return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+  return [list(ids) for ids in tokenizer(rendered, add_special_tokens=False)["input_ids"]]
 
 
 __all__ = [
   "CHAT_TEMPLATE_CHOICES",
-  "encode_prompt",
+  "encode_prompts",
   "load_tokenizer",
   "resolve_chat_template",
   "stop_token_ids",

@@ -84,13 +84,12 @@ class MathTask:
     """The user message (before any chat template): the row's identity in presample files."""
     return format_prompt(row["problem"], self.template)
 
-  def _encode(self, row: dict) -> list[int]:
-    return hf_tokenizer.encode_prompt(self.tokenizer, self.prompt_text(row), self.chat_template)
-
   def _fit(self, rows: list[dict]) -> list[dict]:
+    texts = [self.prompt_text(row) for row in rows]
     kept = []
-    for row in rows:
-      ids = self._encode(row)
+    for row, ids in zip(
+      rows, hf_tokenizer.encode_prompts(self.tokenizer, texts, self.chat_template)
+    ):
       if 0 < len(ids) <= self.prompt_len:
         kept.append({**row, "input_ids": ids})
       else:
