@@ -75,6 +75,9 @@ def hf_dir() -> pathlib.Path:
       kw = {"gguf_file": source.name}
       model = AutoModelForCausalLM.from_pretrained(str(source.parent), torch_dtype=torch.float32,
                                                    **kw)
+      # The weights are dequantised already; without this, save_pretrained refuses a model
+      # loaded from GGUF as "not serializable".
+      model.hf_quantizer = None
       if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
       tokenizer = AutoTokenizer.from_pretrained(str(source.parent), **kw)
