@@ -5,6 +5,7 @@
 Re-running the same command on the same workdir resumes from the last checkpoint.
 ``--mode=presample`` only warm-starts and draws the strategy previews (METHODS §5) into the
 workdir; the training command on the same workdir then resumes from there.
+``--mode=export --out DIR [--step N]`` writes the workdir's checkpoint as a Hugging Face directory.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ def parse_args(argv: list[str]):
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--config", required=True, help="configs/<name>.py[:key=value,...]")
   parser.add_argument("--workdir", default=None, help="run directory (default runs/<name>)")
-  parser.add_argument("--mode", default="train", choices=["train", "presample", "eval"],
+  parser.add_argument("--mode", default="train", choices=["train", "presample", "eval", "export"],
                       help="presample: warm start, then draw the strategy previews and stop; "
                       "eval: evaluate the workdir's checkpoint (or model.hf_path) on the "
-                      "config's benchmarks")
+                      "config's benchmarks; export: write it as a Hugging Face directory")
   parser.add_argument("--step", type=int, default=None,
-                      help="with --mode=eval: the checkpoint step (default: the latest)")
+                      help="with --mode=eval/export: the checkpoint step (default: the latest)")
+  parser.add_argument("--out", default=None, help="with --mode=export: the output directory")
   parser.add_argument("--sweep", action="store_true",
                       help="run the config's sweep(add) one run after another under --workdir")
   parser.add_argument("--pod", type=int, default=0, metavar="HOSTS",
@@ -102,6 +104,11 @@ def main(argv: list[str]) -> int:
 
     evaluate_run(cfg, args.workdir, args.step)
     print(f"run directory: {args.workdir}")
+    return 0
+  if args.mode == "export":
+    from grpo_jax.train.export import export_run
+
+    export_run(cfg, args.workdir, args.out or str(pathlib.Path(args.workdir) / "hf"), args.step)
     return 0
   if args.mode == "presample":
     out = train(cfg, args.workdir, presample_only=True)

@@ -1,8 +1,9 @@
 """Decoder-only transformers (Qwen3, Llama-3, OLMo-3 families) in Flax NNX with pure-dict params,
-Hugging Face checkpoint import/export and a per-device memory estimate."""
+Hugging Face checkpoint import/export, llama.cpp GGUF import and a per-device memory estimate."""
 
-from grpo_jax.models.build import build_policy
+from grpo_jax.models.build import build_policy, load_pretrained, load_tokenizer
 from grpo_jax.models.families import FAMILIES, Family, get_family
+from grpo_jax.models.gguf_io import load_gguf
 from grpo_jax.models.hf_config import from_hf_config, load_hf_config, to_hf_config
 from grpo_jax.models.hf_io import HFModel, abstract_params, hf_name, load_hf, save_hf
 from grpo_jax.models.logprobs import logps_from_logits, token_logps
@@ -33,8 +34,11 @@ __all__ = [
   "get_family",
   "hf_name",
   "init_params",
+  "load_gguf",
   "load_hf",
   "load_hf_config",
+  "load_pretrained",
+  "load_tokenizer",
   "logps_from_logits",
   "memory_estimate",
   "positions_from_mask",

@@ -1,19 +1,40 @@
 """The policy the trainer starts from: a Hugging Face checkpoint, a named preset or the config.
 
-``model.hf_path`` (a checkpoint directory or hub id) wins, then ``model.preset`` (a key of
-``PRESETS``, randomly initialised), then the shape fields of the ``model`` group.
+``model.hf_path`` (a checkpoint directory, hub id or llama.cpp ``.gguf`` file) wins, then
+``model.preset`` (a key of ``PRESETS``, randomly initialised), then the shape fields of the
+``model`` group.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
 from flax import nnx
 
-from grpo_jax.models.hf_io import load_hf
+from grpo_jax.models.gguf_io import load_gguf, load_gguf_tokenizer
+from grpo_jax.models.hf_io import HFModel, load_hf
 from grpo_jax.models.model_config import ModelConfig
 from grpo_jax.models.presets import PRESETS
 from grpo_jax.models.transformer import Transformer, init_params
+
+
+def is_gguf(path) -> bool:
+  return str(path).endswith(".gguf")
+
+
+def load_pretrained(path: str | pathlib.Path, **kwargs) -> HFModel:
+  """``load_gguf`` for a ``.gguf`` file, else ``load_hf`` (same keyword arguments)."""
+  return load_gguf(path, **kwargs) if is_gguf(path) else load_hf(str(path), **kwargs)
+
+
+def load_tokenizer(path: str | pathlib.Path):
+  """The tokenizer of a checkpoint directory, hub id or ``.gguf`` file."""
+  if is_gguf(path):
+    return load_gguf_tokenizer(path)
+  from transformers import AutoTokenizer
+
+  return AutoTokenizer.from_pretrained(str(path))
 
 
 def policy_config(model_cfg, vocab_size: int | None = None) -> ModelConfig:
@@ -44,7 +65,9 @@ def build_policy(cfg, vocab_size: int | None = None) -> tuple[nnx.GraphDef, dict
   m = cfg.model
   hf_path = m.get("hf_path", "")
   if hf_path:
-    model = load_hf(hf_path, dtype=str(m.dtype), param_dtype=str(m.param_dtype), tokenizer=False)
+    model = load_pretrained(
+      hf_path, dtype=str(m.dtype), param_dtype=str(m.param_dtype), tokenizer=False
+    )
     if vocab_size is not None and model.config.vocab_size < vocab_size:
       raise ValueError(
         f"checkpoint {hf_path} has vocab_size {model.config.vocab_size}, smaller than the task "

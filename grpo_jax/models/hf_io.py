@@ -129,37 +129,50 @@ def load_hf(
   """
   directory = _resolve(path)
   cfg, hf = hf_config.load_hf_config(str(directory), dtype, param_dtype)
-  graphdef, abstract = abstract_params(cfg)
-  if shardings is None:
-    target = NamedSharding(mesh, P()) if mesh is not None else None
-    shardings = jax.tree.map(lambda _: target, abstract)
-  reader = CheckpointReader(directory)
-  sharding_of = dict(jax.tree_util.tree_flatten_with_path(shardings, is_leaf=_is_sharding)[0])
-
-  def load_one(kp, leaf):
-    path = tuple(_key(k) for k in kp)
-    name, transposed = hf_name(path)
-    if name not in reader:
-      raise KeyError(f"checkpoint {directory} is missing tensor '{name}'")
-    want = tuple(leaf.shape[::-1] if transposed else leaf.shape)
-    if reader.shape(name) != want:
-      raise ValueError(
-        f"tensor '{name}' has shape {reader.shape(name)} in {directory}, but config.json "
-        f"implies {want}"
-      )
-    target = sharding_of.get(kp)
-    raw = jax.device_put(reader.read(name), _source_sharding(target, transposed))
-    # Waiting here keeps one host buffer alive at a time: with asynchronous dispatch a busy
-    # host would otherwise read ahead and hold many tensors' bytes at once.
-    return _converter(transposed, str(leaf.dtype), target)(raw).block_until_ready()
-
-  params = jax.tree_util.tree_map_with_path(load_one, abstract)
+  graphdef, params = load_params(cfg, CheckpointReader(directory), str(directory), mesh, shardings)
   tok = None
   if tokenizer and any(directory.glob("tokenizer*")):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(directory))
   return HFModel(graphdef, params, cfg, tok, hf)
+
+
+def load_params(
+  cfg: ModelConfig,
+  source,
+  where: str,
+  mesh: jax.sharding.Mesh | None = None,
+  shardings: dict | None = None,
+) -> tuple[nnx.GraphDef, dict]:
+  """(graphdef, params) of ``cfg`` with every tensor read from ``source`` by its HF name.
+
+  ``source`` has ``name in source``, ``source.shape(name)`` and ``source.read(name)`` (a host
+  array in torch layout); ``where`` names it in errors. Placement as in :func:`load_hf`.
+  """
+  graphdef, abstract = abstract_params(cfg)
+  if shardings is None:
+    target = NamedSharding(mesh, P()) if mesh is not None else None
+    shardings = jax.tree.map(lambda _: target, abstract)
+  sharding_of = dict(jax.tree_util.tree_flatten_with_path(shardings, is_leaf=_is_sharding)[0])
+
+  def load_one(kp, leaf):
+    path = tuple(_key(k) for k in kp)
+    name, transposed = hf_name(path)
+    if name not in source:
+      raise KeyError(f"checkpoint {where} is missing tensor '{name}'")
+    want = tuple(leaf.shape[::-1] if transposed else leaf.shape)
+    if source.shape(name) != want:
+      raise ValueError(
+        f"tensor '{name}' has shape {source.shape(name)} in {where}, but the config implies {want}"
+      )
+    target = sharding_of.get(kp)
+    raw = jax.device_put(source.read(name), _source_sharding(target, transposed))
+    # Waiting here keeps one host buffer alive at a time: with asynchronous dispatch a busy
+    # host would otherwise read ahead and hold many tensors' bytes at once.
+    return _converter(transposed, str(leaf.dtype), target)(raw).block_until_ready()
+
+  return graphdef, jax.tree_util.tree_map_with_path(load_one, abstract)
 
 
 def _is_sharding(x) -> bool:

@@ -1,0 +1,74 @@
+"""A trained policy as a Hugging Face checkpoint (``launch.py --mode=export``).
+
+``export_run`` restores the params of a run directory's checkpoint (the latest, or ``step``)
+and writes ``config.json``, safetensors, the tokenizer (``model.hf_path``'s, chat template
+included, else the task's) and ``generation_config.json`` (copied from the source checkpoint
+directory when it has one, else built from the tokenizer's special tokens).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+from grpo_jax import models
+from grpo_jax.models import build, gguf_io, hf_config, hf_io
+from grpo_jax.train import distributed
+from grpo_jax.train.checkpoint import Checkpointer, abstract_like
+
+GENERATION_CONFIG = "generation_config.json"
+
+
+def source_config(cfg, vocab_size: int):
+  """(ModelConfig, transformers config or None) of the run's policy, without loading weights."""
+  m = cfg.model
+  hf_path = m.get("hf_path", "")
+  dtype, param_dtype = str(m.dtype), str(m.param_dtype)
+  if not hf_path:
+    return build.policy_config(m, vocab_size), None
+  if build.is_gguf(hf_path):
+    from gguf import GGUFReader
+
+    hf = gguf_io.gguf_hf_config(GGUFReader(str(hf_path)))
+    return hf_config.from_hf_config(hf, dtype, param_dtype), hf
+  return hf_config.load_hf_config(str(hf_io._resolve(hf_path)), dtype, param_dtype)
+
+
+def _generation_config(cfg, tokenizer, out: pathlib.Path) -> None:
+  hf_path = cfg.model.get("hf_path", "")
+  if hf_path and not build.is_gguf(hf_path):
+    source = hf_io._resolve(hf_path) / GENERATION_CONFIG
+    if source.exists():
+      shutil.copyfile(source, out / GENERATION_CONFIG)
+      return
+  from transformers import GenerationConfig
+
+  ids = {f"{k}_token_id": getattr(tokenizer, f"{k}_token_id", None) for k in ("bos", "eos", "pad")}
+  GenerationConfig(**{k: v for k, v in ids.items() if v is not None}).save_pretrained(str(out))
+
+
+def export_run(
+  cfg, workdir: str | pathlib.Path, out: str | pathlib.Path, step: int | None = None, log=print
+) -> pathlib.Path:
+  """Writes the checkpoint of run directory ``workdir`` (step ``step``, default the latest) as a
+  Hugging Face directory ``out``; returns ``out``."""
+  from grpo_jax.train.loop import setup
+
+  workdir, out = pathlib.Path(workdir), pathlib.Path(out)
+  s = setup(cfg, log=log)
+  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
+  if ckpt.latest_step() is None:
+    ckpt.close()
+    raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}")
+  step = ckpt.latest_step() if step is None else step
+  params = ckpt.restore(abstract_like(s.state_shapes, s.state_shardings), step)["params"]
+  ckpt.close()
+  model_cfg, hf = source_config(cfg, len(s.task.tokenizer))
+  hf_path = cfg.model.get("hf_path", "")
+  tokenizer = build.load_tokenizer(hf_path) if hf_path else s.task.tokenizer
+  model = models.HFModel(s.graphdef, params, model_cfg, tokenizer, hf)
+  if distributed.is_primary():
+    models.save_hf(model, out)
+    _generation_config(cfg, tokenizer, out)
+    log(f"exported step {step} of {workdir} to {out}")
+  return out
