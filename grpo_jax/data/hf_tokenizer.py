@@ -1,8 +1,8 @@
-"""A checkpoint's tokenizer, its chat template and the end tokens generation stops on.
+"""How prompts meet a checkpoint's tokenizer: its chat template and the end tokens generation
+stops on (the tokenizer itself: ``models.load_tokenizer``).
 
-``model.hf_path`` is a Hugging Face directory (or hub id) or a ``.gguf`` file, whose tokenizer
-transformers rebuilds from the GGUF metadata. ``data.chat_template`` chooses how prompts are
-wrapped: ``auto`` (the tokenizer's own template, with the generation prompt, when it has one),
+``model.hf_path`` is a Hugging Face directory (or hub id) or a ``.gguf`` file.
+``data.chat_template`` chooses how prompts are wrapped: ``auto`` (the tokenizer's own template, with the generation prompt, when it has one),
 ``none`` (raw text, BOS as the tokenizer adds it) or the path of a Jinja template file.
 """
 
@@ -21,14 +21,6 @@ def _split_gguf(path: str) -> tuple[str, dict]:
     p = pathlib.Path(path)
     return str(p.parent), {"gguf_file": p.name}
   return str(path), {}
-
-
-def load_tokenizer(path: str):
-  """``AutoTokenizer`` of a checkpoint directory, hub id or ``.gguf`` file."""
-  from transformers import AutoTokenizer
-
-  where, kwargs = _split_gguf(path)
-  return AutoTokenizer.from_pretrained(where, **kwargs)
 
 
 def _as_ids(value) -> list[int]:
@@ -85,7 +77,6 @@ def encode_prompts(tokenizer, texts: list[str], chat_template: str | None) -> li
 __all__ = [
   "CHAT_TEMPLATE_CHOICES",
   "encode_prompts",
-  "load_tokenizer",
   "resolve_chat_template",
   "stop_token_ids",
 ]

@@ -40,11 +40,9 @@ def build_task(cfg):
   if cfg.data.task == "math":
     if not cfg.model.hf_path:
       raise ValueError("data.task='math' needs model.hf_path (its tokenizer encodes the prompts)")
-    from transformers import AutoTokenizer
-
     from grpo_jax.data.math.task import MathTask
 
-    return MathTask.from_config(cfg, AutoTokenizer.from_pretrained(cfg.model.hf_path))
+    return MathTask.from_config(cfg, models.load_tokenizer(cfg.model.hf_path))
   raise ValueError(f"unknown data.task {cfg.data.task!r}; available: ['countdown', 'math']")
 
 
