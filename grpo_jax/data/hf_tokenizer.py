@@ -2,8 +2,9 @@
 stops on (the tokenizer itself: ``models.load_tokenizer``).
 
 ``model.hf_path`` is a Hugging Face directory (or hub id) or a ``.gguf`` file.
-``data.chat_template`` chooses how prompts are wrapped: ``auto`` (the tokenizer's own template, with the generation prompt, when it has one),
-``none`` (raw text, BOS as the tokenizer adds it) or the path of a Jinja template file.
+``data.chat_template`` chooses how prompts are wrapped: ``auto`` (the tokenizer's own template,
+with the generation prompt, when it has one), ``none`` (raw text, BOS as the tokenizer adds it)
+or the path of a Jinja template file.
 """
 
 from __future__ import annotations
