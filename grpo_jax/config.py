@@ -215,6 +215,8 @@ def base_config() -> ConfigDict:
   c.logging.tensorboard = True
   c.logging.plot = True
   c.logging.progress = True
+  # Sampled rollouts written per step to samples.jsonl and TensorBoard text (0 = none).
+  c.logging.samples_per_step = 4
   return c
 
 

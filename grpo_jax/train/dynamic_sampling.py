@@ -191,7 +191,7 @@ def sample_batch(
   Returns:
     (batch, info): the batch adds ``loss_mask_N``, ``truncated_N``, ``accuracy_N`` (raw
     accuracy, 0 on padding) and ``step_accuracy_N`` (y_t, every row); info has the rollout's
-    ``completions`` of the kept rows ('' for padding), ``response/truncated_frac`` over real
+    per-row lists (``completions``, ``problems``) of the kept rows ('' / None for padding), ``response/truncated_frac`` over real
     rows, ``data/consumed``, and ``dapo/kept_groups``, ``dapo/rounds``, ``dapo/sampled_groups``,
     ``dapo/informative_frac``, ``dapo/sampled_reward_mean`` (over every sampled row),
     ``dapo/overlong_filtered_frac``, ``dapo/overlong_penalty_mean``.
@@ -237,16 +237,17 @@ def sample_batch(
   # HA-DW's batch accuracy y_t covers every sampled response, dropped groups included, before
   # reward shaping (METHODS §3); broadcast per row so it shards like the rest of the batch.
   out["step_accuracy_N"] = np.full(real_N.shape, np.mean(raw_N), np.float32)
-  texts = [infos[r]["completions"][i] if "completions" in infos[r] else "" for r, i in rows]
   shaped_N = np.concatenate([b["rewards_N"] for b in batches])
   informative = sum(
     len(informative_groups(b["rewards_N"], np.asarray(b["group_ids_N"]))) for b in batches
   )
   real_mean = lambda x_N: float(np.mean(x_N[real_N])) if real_N.any() else 0.0
   info = {key: value for key, value in infos[0].items() if not isinstance(value, list)}
+  for key in [k for k, v in infos[0].items() if isinstance(v, list)]:  # per-row lists
+    blank = "" if key == "completions" else None
+    info[key] = [infos[r][key][i] if real else blank for (r, i), real in zip(rows, real_N)]
   info.update(
     {
-      "completions": [t if real else "" for t, real in zip(texts, real_N)],
       "response/truncated_frac": real_mean(out["truncated_N"]),
       "data/consumed": count * len(batches),
       "dapo/kept_groups": float(len(picks)),

@@ -26,6 +26,7 @@ from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.rollout import SampleSettings, rollout
+from grpo_jax.train.samples import step_samples
 from grpo_jax.train.state import init_state, step_keys
 from grpo_jax.train.strategy_rollout import StrategyRollout
 from grpo_jax.train.update import check_shared_prompts, make_update_step
@@ -229,6 +230,8 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
       metrics.update(info.get("metrics", {}))  # strategy/* when two-stage sampling is on
       metrics.update({k: v for k, v in info.items() if k.startswith("dapo/")})
       metrics_writer.write(step + 1, metrics)
+      metrics_writer.write_samples(
+        step + 1, step_samples(batch, info, task, cfg.logging.samples_per_step))
       bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}")
       if ckpt.due(step + 1, last=step + 1 == cfg.steps):
         ckpt.save(step + 1, state)

@@ -1,4 +1,5 @@
-"""Run-directory metrics: one JSON line per step (slash-named keys) plus TensorBoard events."""
+"""Run-directory metrics: one JSON line per step (slash-named keys) plus TensorBoard events, and
+a few sampled rollouts per step (``samples.jsonl``, TensorBoard text)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class MetricsWriter:
 
   def __init__(self, workdir: str | pathlib.Path, tensorboard: bool = True, enabled: bool = True):
     self.path = pathlib.Path(workdir) / "metrics.jsonl"
+    self.samples_path = pathlib.Path(workdir) / "samples.jsonl"
     self.enabled = enabled
     self._tb = None
     if enabled and tensorboard:
@@ -37,11 +39,12 @@ class MetricsWriter:
 
   def truncate_after(self, step: int) -> None:
     """On resume, drops lines of steps after the restored checkpoint (they will be redone)."""
-    if not (self.enabled and self.path.exists()):
-      return
-    lines = [ln for ln in self.path.read_text().splitlines()
-             if ln.strip() and json.loads(ln).get("step", 0) <= step]
-    self.path.write_text("".join(ln + "\n" for ln in lines))
+    for path in (self.path, self.samples_path):
+      if not (self.enabled and path.exists()):
+        continue
+      lines = [ln for ln in path.read_text().splitlines()
+               if ln.strip() and json.loads(ln).get("step", 0) <= step]
+      path.write_text("".join(ln + "\n" for ln in lines))
 
   def write(self, step: int, metrics: dict[str, float]) -> None:
     if not self.enabled:
@@ -51,6 +54,18 @@ class MetricsWriter:
     if self._tb is not None:
       for k, v in metrics.items():
         self._tb.add_scalar(k, v, step)
+
+  def write_samples(self, step: int, records: list[dict]) -> None:
+    """One JSON line per sampled rollout, and the step's records as TensorBoard text."""
+    if not (self.enabled and records):
+      return
+    with self.samples_path.open("a") as f:
+      for r in records:
+        f.write(json.dumps({"step": step, **r}, sort_keys=True) + "\n")
+    if self._tb is not None:
+      from grpo_jax.train.samples import as_markdown
+
+      self._tb.add_text("samples", as_markdown(records), step)
 
   def close(self) -> None:
     if self._tb is not None:

@@ -38,5 +38,5 @@ def rollout(graphdef, params, task, problems, group_size: int, rng, settings: Sa
       "truncated_N": np.asarray(gen["truncated_N"], bool),  # the sampler's: no stop token
   }
   info = {"response/truncated_frac": float(np.mean(gen["truncated_N"])),
-          "completions": gen["completions"]}
+          "completions": gen["completions"], "problems": problems_N}
   return batch, info

@@ -160,6 +160,7 @@ class StrategyRollout:
       "group_ids_N": group_ids_N,
       "subgroup_ids_N": subgroup_ids_N,
       "truncated_N": np.asarray(gen["truncated_N"], bool),  # stage 2's: no stop token
+      "lengths_N": gen["mask_NxT"].sum(1).astype(np.int32),  # completion only (overlong)
     }
     distinct_B = [
       len({layout.normalize_preview(t) for t in texts_BK[b : b + K]})
@@ -181,6 +182,7 @@ class StrategyRollout:
       "truncated_N": gen["truncated_N"],
       "lengths_N": gen["mask_NxT"].sum(1),
       "preview_texts_N": [texts_BK[j] for j in preview_N],
+      "problems_N": problems_N,
       "completions": [texts_BK[j] + c for j, c in zip(preview_N, completions_N)],
     }
 
@@ -197,6 +199,7 @@ class StrategyRollout:
     info = {
       "response/truncated_frac": float(np.mean(out["truncated_N"])),
       "completions": out["completions"],
+      "problems": out["problems_N"],
       "metrics": out["metrics"],
     }
     return out["batch"], info

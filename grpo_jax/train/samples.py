@@ -1,0 +1,54 @@
+"""A few of each step's rollouts, readable: prompt, completion, extracted answer, reward, ids.
+
+``logging.samples_per_step`` rows per step, spread evenly over the step's real rows (so they
+come from different groups), go to ``samples.jsonl`` in the run directory and to TensorBoard
+text (``MetricsWriter.write_samples``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def step_samples(batch: dict, info: dict, task, count: int) -> list[dict]:
+  """Records of ``count`` real rows of a step's batch (``info`` holds the rollout's per-row
+  ``problems`` and ``completions``). Empty when ``count`` is 0 or nothing was sampled."""
+  if count <= 0 or "problems" not in info:
+    return []
+  real_N = np.flatnonzero(np.asarray(batch["group_ids_N"]) >= 0)
+  picks = real_N[np.unique(np.linspace(0, len(real_N) - 1, min(count, len(real_N))).astype(int))]
+  accuracy_N = np.asarray(batch.get("accuracy_N", batch["rewards_N"]))
+  records = []
+  for i in picks.tolist():
+    completion = info["completions"][i]
+    records.append(
+      {
+        "prompt": task.prompt_text(info["problems"][i]),
+        "completion": completion,
+        "answer": task.answer_of(completion),
+        "reward": float(batch["rewards_N"][i]),
+        "accuracy": float(accuracy_N[i]),
+        "group": int(batch["group_ids_N"][i]),
+        "subgroup": int(batch["subgroup_ids_N"][i]),
+        "truncated": bool(np.asarray(batch["truncated_N"])[i]) if "truncated_N" in batch else None,
+      }
+    )
+  return records
+
+
+def as_markdown(records: list[dict]) -> str:
+  """The records as a Markdown table (TensorBoard's text plugin renders it)."""
+  cells = lambda r: [
+    r["prompt"],
+    r["completion"],
+    str(r["answer"]),
+    f"{r['reward']:.3f}",
+    str(r["subgroup"]),
+  ]
+  escape = lambda s: s.replace("|", "\\|").replace("\n", "<br>")
+  rows = ["| prompt | completion | answer | reward | subgroup |", "|---|---|---|---|---|"]
+  rows += ["| " + " | ".join(escape(c) for c in cells(r)) + " |" for r in records]
+  return "\n".join(rows)
+
+
+__all__ = ["as_markdown", "step_samples"]

@@ -1,0 +1,64 @@
+"""Two RL steps of every training mode on SmolLM2-135M-Instruct, through the launcher, in one
+process (so the modes that sample the same shapes share the sampler's compilation).
+
+  python tests/real_model_modes.py ROOT HF_DIR
+
+Each mode runs ``configs/smollm2_arithmetic.py:tiny=1`` (the real tokenizer and chat template,
+the math task on generated arithmetic) into ``ROOT/<mode>``; the GRPO run is then exported to
+``ROOT/export``. ``tests/test_real_model_launch.py`` reads the run directories.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+ONE_STAGE = ["--config.strategy.enabled=false", "--config.advantage.baseline=group"]
+PRESAMPLED = [
+  "--config.strategy.source=presampled",
+  "--config.advantage.offset_coef=-0.5",
+]
+MODES = {
+  "grpo": ONE_STAGE + ["--config.hadw.enabled=false"],
+  "dapo": ONE_STAGE
+  + [
+    "--config.hadw.enabled=false",
+    "--config.loss.kind=dapo",
+    "--config.dapo.dynamic_sampling=true",
+    "--config.dapo.max_sampling_rounds=2",
+    "--config.dapo.overlong_penalty=true",
+    "--config.dapo.overlong_buffer=4",
+  ],
+  "gspo": ONE_STAGE
+  + [
+    "--config.hadw.enabled=false",
+    "--config.loss.kind=gspo",
+    "--config.loss.aggregation=seq_mean_token_mean",
+  ],
+  "hadw": ONE_STAGE + ["--config.hadw.enabled=true"],
+  "presampled": PRESAMPLED + ["--config.hadw.enabled=false"],
+  "shuffle": PRESAMPLED + ["--config.hadw.enabled=false", "--config.advantage.offset_shuffle=true"],
+  "online": ["--config.strategy.source=online", "--config.hadw.enabled=true"],
+}
+
+
+def main(root: str, hf_dir: str) -> int:
+  import launch
+
+  root = pathlib.Path(root)
+  base = ["--config", str(ROOT / f"configs/smollm2_arithmetic.py:tiny=1,hf_path={hf_dir}")]
+  common = ["--config.logging.progress=false", "--config.logging.plot=false"]
+  for mode, overrides in MODES.items():
+    code = launch.main(base + ["--workdir", str(root / mode)] + common + overrides)
+    if code:
+      return code
+  export = ["--workdir", str(root / "grpo"), "--mode=export", "--out", str(root / "export")]
+  return launch.main(base + common + MODES["grpo"] + export)
+
+
+if __name__ == "__main__":
+  sys.exit(main(*sys.argv[1:]))
