@@ -192,7 +192,8 @@ def sample_batch(
     (batch, info): the batch adds ``loss_mask_N``, ``truncated_N``, ``accuracy_N`` (raw
     accuracy, 0 on padding) and ``step_accuracy_N`` (y_t, every row); info has the rollout's
     per-row lists (``completions``, ``problems``) of the kept rows ('' / None for padding),
-    ``response/truncated_frac`` over real rows, ``data/consumed``, and ``dapo/kept_groups``, ``dapo/rounds``, ``dapo/sampled_groups``,
+    ``response/truncated_frac`` over real rows, ``data/consumed``, and ``dapo/kept_groups``,
+    ``dapo/rounds``, ``dapo/sampled_groups``,
     ``dapo/informative_frac``, ``dapo/sampled_reward_mean`` (over every sampled row),
     ``dapo/overlong_filtered_frac``, ``dapo/overlong_penalty_mean``.
   """
