@@ -69,6 +69,9 @@ def get_config(arg=None):
   cfg.data.task = "math"
   cfg.data.train_set = "math_train"
   cfg.data.template = "hadw"
+  # The checkpoint's chat template, as the authors' verl fork renders prompts (RLHFDataset:
+  # apply_chat_template with the generation prompt; Qwen3-Base ships ChatML).
+  cfg.data.chat_template = "auto"
   cfg.data.max_prompt_tokens = 1024
   cfg.data.eval_sets = BENCHMARKS
   # B = 256 prompts × G rollouts, 4096-token responses.

@@ -53,6 +53,10 @@ def get_config(arg=None):
   cfg.data.task = "math"
   cfg.data.train_set = "dapo_math_17k_dedup"
   cfg.data.template = "dapo"
+  # The checkpoint's chat template around the user message, as verl's RLHFDataset renders every
+  # prompt (apply_chat_template with the generation prompt); Qwen3-*-Base tokenizers ship
+  # Qwen's ChatML template, and a checkpoint without one gets the raw text.
+  cfg.data.chat_template = "auto"
   cfg.data.max_prompt_tokens = 1024
   cfg.data.eval_sets = ("aime24", "aime25", "aime26", "hmmt_feb25")
   # B = 128 prompts × G = 16 rollouts (K = 4 previews × 4 completions), 4k-token responses.
