@@ -15,7 +15,7 @@ The instruct model computes but rarely boxes its answer, so a short supervised w
 the set's worked solutions (chat format) teaches the answer format; RL then runs the full
 method: online one-line previews (K = 2, the first line of the answer, ended by a newline
 stop string), the subgroup-offset baseline with α = −0.5 and HA-DW. Held-out pass@1 / pass@4
-on 64 problems of ``arithmetic_eval``, before and after RL.
+on 128 problems of ``arithmetic_eval`` (4 samples each at T = 1), before and after RL.
 
 Hardware: 2 CPU cores, about 30 minutes. ``:tiny=1`` is the shrink the test suite runs (two
 prompts, short completions, no warm start, no evaluation).
@@ -33,7 +33,7 @@ def get_config(arg=None):
   args = parse_arg(arg)
   tiny = bool(int(args.get("tiny", 0)))
   cfg = base_config()
-  cfg.steps = int(args.get("steps", 2 if tiny else 40))
+  cfg.steps = int(args.get("steps", 2 if tiny else 20))
   cfg.model.hf_path = args.get("hf_path", GGUF)
 
   # Math data: generated arithmetic, the checkpoint's chat template, answers in \boxed{}.
@@ -47,7 +47,7 @@ def get_config(arg=None):
   # B prompts x G rollouts, sampled at T = 1.
   cfg.sampling.prompts_per_step = 2 if tiny else 8
   cfg.sampling.group_size = 4 if tiny else 8
-  cfg.sampling.max_new_tokens = 16 if tiny else 64
+  cfg.sampling.max_new_tokens = 16 if tiny else 48
   cfg.sampling.temperature = 1.0
 
   # Online one-line previews: the first line of the answer is the strategy.
@@ -56,7 +56,7 @@ def get_config(arg=None):
   cfg.strategy.source = "online"
   cfg.strategy.preview_template = ""
   cfg.strategy.delimiter = "\n"
-  cfg.strategy.max_preview_tokens = 8 if tiny else 24
+  cfg.strategy.max_preview_tokens = 8 if tiny else 16
   cfg.advantage.baseline = "subgroup_offset"
   cfg.advantage.offset_coef = -0.5
   cfg.hadw.enabled = True
@@ -70,15 +70,16 @@ def get_config(arg=None):
   cfg.warmstart.enabled = not tiny
   cfg.warmstart.learning_rate = 5e-5
   cfg.warmstart.batch_size = 16
-  cfg.warmstart.max_steps = 200
+  cfg.warmstart.max_steps = 150
   cfg.warmstart.check_every = 25
   cfg.warmstart.check_problems = 16
   cfg.warmstart.target_pass1 = 0.3
 
-  cfg.eval.num_problems = 4 if tiny else 64
+  cfg.eval.num_problems = 4 if tiny else 128
   cfg.eval.num_samples = 2 if tiny else 4
   cfg.eval.ks = (1, 2) if tiny else (1, 4)
   cfg.eval.before = cfg.eval.after = not tiny
   cfg.checkpoint.every = 2 if tiny else 10
+  cfg.checkpoint.keep = 1
   cfg.mesh.data = -1
   return cfg
