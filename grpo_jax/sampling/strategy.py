@@ -85,18 +85,19 @@ def make_context(prompts_BxP: np.ndarray, prompt_mask_BxP: np.ndarray, spec: Pre
 
 def stop_string_ends(tokens_NxM, mask_NxM, delimiter: str, decode) -> np.ndarray:
   """Per row, the number of tokens up to and including the first one whose decoded prefix
-  contains ``delimiter`` (a stop string that spans tokens, e.g. ``"\n\n"`` as two ``"\n"``),
-  or 0 where the text never contains it. ``decode(tokens_NxT, mask_NxT) -> texts``. Int [N]."""
+  contains ``delimiter`` (also a stop string that spans tokens, e.g. ``"d\\n"`` as ``" add"`` +
+  ``"\\n"``), or 0 where the text never contains it. Rows are prefix-masked;
+  ``decode(tokens_NxT, mask_NxT) -> texts``. Int [N]."""
+  prefix = lambda n, t: decode(tokens_NxM[n : n + 1], (np.arange(mask_NxM.shape[1]) < t)[None])[0]
   ends_N = np.zeros(len(tokens_NxM), np.int64)
   for n, text in enumerate(decode(tokens_NxM, mask_NxM)):
     if delimiter not in text:
       continue
-    for t in range(1, int(mask_NxM[n].sum()) + 1):
-      prefix_mask = np.zeros((1, mask_NxM.shape[1]), np.int32)
-      prefix_mask[0, :t] = 1
-      if delimiter in decode(tokens_NxM[n : n + 1], prefix_mask)[0]:
-        ends_N[n] = t
-        break
+    length = int(mask_NxM[n].sum())
+    if delimiter not in prefix(n, length - 1):  # the sampler stopped on the completing token
+      ends_N[n] = length
+      continue
+    ends_N[n] = next(t for t in range(1, length) if delimiter in prefix(n, t))
   return ends_N
 
 
