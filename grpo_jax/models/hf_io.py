@@ -100,7 +100,8 @@ def _source_sharding(target, transpose: bool):
   return target
 
 
-def _resolve(path: str) -> pathlib.Path:
+def resolve_checkpoint(path: str) -> pathlib.Path:
+  """A checkpoint directory, or a hub id downloaded (config, safetensors, tokenizer files)."""
   if os.path.isdir(path):
     return pathlib.Path(path)
   try:  # a hub id, where a hub is reachable
@@ -127,7 +128,7 @@ def load_hf(
   replicated over ``mesh``, else on the default device. A tensor missing from the checkpoint
   or with a shape other than config.json implies raises an error naming it.
   """
-  directory = _resolve(path)
+  directory = resolve_checkpoint(path)
   cfg, hf = hf_config.load_hf_config(str(directory), dtype, param_dtype)
   graphdef, params = load_params(cfg, CheckpointReader(directory), str(directory), mesh, shardings)
   tok = None

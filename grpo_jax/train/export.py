@@ -31,13 +31,13 @@ def source_config(cfg, vocab_size: int):
 
     hf = gguf_io.gguf_hf_config(GGUFReader(str(hf_path)))
     return hf_config.from_hf_config(hf, dtype, param_dtype), hf
-  return hf_config.load_hf_config(str(hf_io._resolve(hf_path)), dtype, param_dtype)
+  return hf_config.load_hf_config(str(hf_io.resolve_checkpoint(hf_path)), dtype, param_dtype)
 
 
 def _generation_config(cfg, tokenizer, out: pathlib.Path) -> None:
   hf_path = cfg.model.get("hf_path", "")
   if hf_path and not build.is_gguf(hf_path):
-    source = hf_io._resolve(hf_path) / GENERATION_CONFIG
+    source = hf_io.resolve_checkpoint(hf_path) / GENERATION_CONFIG
     if source.exists():
       shutil.copyfile(source, out / GENERATION_CONFIG)
       return
