@@ -133,3 +133,37 @@ def test_config_values_fail_at_load():
   cfg.advantage.baseline = "subgroup"
   with pytest.raises(ValueError, match="advantage.baseline.*subgroup_offset"):
     config_lib.finalize(cfg)
+
+
+def test_presampled_previews_look_up_math_rows_by_stream_position(tokenizer):
+  """Math rows are dicts: their stream position travels as row['index'] (it was read as an
+  attribute, which math rows lack, so the first RL step crashed after the presample)."""
+  import datasets
+
+  from grpo_jax.data.presample import PresampledPreviews
+
+  task = _task(tokenizer, None)
+  cfg = config_lib.base_config().strategy
+  cfg.delimiter, cfg.num_previews, cfg.max_preview_tokens = "\n", 2, 4
+  spec = two_stage.PreviewSpec.from_config(cfg, tokenizer, (2,))
+  problems = task.train_problems(3, 2)
+  assert [p["index"] for p in problems] == [3, 4]
+  rows = {
+    "index": [4, 3],
+    "prompt": [task.prompt_text(problems[1]), task.prompt_text(problems[0])],
+    "preview_ids": [[[11, 12], [13]], [[21], [22, 23, 24]]],
+    "preview_logps": [[[-0.1, -0.2], [-0.3]], [[-0.4], [-0.5, -0.6, -0.7]]],
+    "preview_text": [["a", "b"], ["c", "d"]],
+    "preview_stopped": [[True, False], [False, True]],
+  }
+  previews = PresampledPreviews(datasets.Dataset.from_dict(rows), spec, "mem").previews(
+    task, problems
+  )
+  assert previews["tokens_BKxM"][:, :3].tolist() == [
+    [21, spec.pad_id, spec.pad_id],
+    [22, 23, 24],
+    [11, 12, spec.pad_id],
+    [13, spec.pad_id, spec.pad_id],
+  ]
+  assert previews["mask_BKxM"].sum(1).tolist() == [1, 3, 2, 1]
+  assert previews["stopped_BK"].tolist() == [False, True, True, False]
