@@ -23,12 +23,16 @@ SFT_STREAM_START = 1_000_000  # warm-start problems come from their own part of 
 VALID_STREAM_START = 2_000_000
 
 
-def make_sft_step(graphdef, optimizer, mesh):
+def make_sft_step(graphdef, optimizer, mesh, prompt_len: int = 0):
+  """``prompt_len``: the rows' first ``prompt_len`` slots are the prompt (never supervised),
+  whose vocabulary-wide logits are then not computed (``token_logps(start=)``)."""
+
   def step(params, opt_state, batch):
     def loss_fn(p):
-      logps_BxL = models.token_logps(graphdef, p, batch["tokens_BxL"], batch["input_mask_BxL"])
-      mask_BxL = batch["loss_mask_BxL"].astype(jnp.float32)
-      return -jnp.sum(logps_BxL * mask_BxL) / jnp.maximum(jnp.sum(mask_BxL), 1.0)
+      logps_BxT = models.token_logps(
+          graphdef, p, batch["tokens_BxL"], batch["input_mask_BxL"], start=prompt_len)
+      mask_BxT = batch["loss_mask_BxL"][:, prompt_len:].astype(jnp.float32)
+      return -jnp.sum(logps_BxT * mask_BxT) / jnp.maximum(jnp.sum(mask_BxT), 1.0)
 
     loss, grads = jax.value_and_grad(loss_fn)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
@@ -43,8 +47,10 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
   """Returns the warm-started params and the validation history ``[{step, loss, pass@1}]``."""
   ws = cfg.warmstart
   optimizer = make_optimizer(cfg.optimizer, learning_rate=ws.learning_rate)
-  opt_state = optimizer.init(params)
-  step_fn = make_sft_step(graphdef, optimizer, mesh)
+  # On the mesh from the start, as the step returns it (no second compile at step 2).
+  opt_state = shard_lib.replicate(optimizer.init(params), mesh)
+  # Both tasks lay rows out as [prompt (task.prompt_len slots) | completion].
+  step_fn = make_sft_step(graphdef, optimizer, mesh, task.prompt_len)
   rng = np.random.default_rng(cfg.seed)
   valid = task.train_problems(VALID_STREAM_START, ws.check_problems)
   settings = SampleSettings(cfg.sampling.max_new_tokens, 1.0)
