@@ -113,9 +113,27 @@ def test_sampler_trainer_logp_gap_is_small_and_can_fail(setup):
     "group_ids_N": jnp.arange(N),
     "rewards_N": jnp.zeros(N),
   }
-  gap = float(rollout_metrics(batch, logps_NxT)["rollout/logp_gap_mean"])
-  assert gap < 1e-4
+  clean = rollout_metrics(batch, logps_NxT)
+  assert float(clean["rollout/logp_gap_mean"]) < 1e-4
+  assert float(clean["rollout/logp_certain_frac"]) < 0.5  # T = 1 samples: the gap sees them
   corrupted = dict(batch, sample_logps_NxT=out.logps_NxT.at[0, 0].add(-1.0))
   metrics = rollout_metrics(corrupted, logps_NxT)
   assert float(metrics["rollout/logp_gap_mean"]) > 1e-3  # one token of ≤ N·T off by 1
   assert float(metrics["rollout/logp_gap_max"]) > 0.9
+
+
+def test_certain_tokens_are_counted():
+  """Probability-1 tokens (sampled log-prob exactly 0) hide any sampler/trainer mismatch."""
+  batch = {
+    "completion_mask_NxT": jnp.array([[1, 1, 1, 0], [1, 1, 0, 0]]),
+    "sample_logps_NxT": jnp.array([[0.0, -0.5, 0.0, 0.0], [0.0, 0.0, -2.0, 0.0]]),
+    "group_ids_N": jnp.arange(2),
+    "rewards_N": jnp.zeros(2),
+  }
+  metrics = rollout_metrics(batch, jnp.zeros((2, 4)))
+  assert float(metrics["rollout/logp_certain_frac"]) == pytest.approx(4 / 5)
+  assert float(metrics["rollout/logp_gap_max"]) == 0.5  # the one uncertain token
+  only_certain = dict(batch, completion_mask_NxT=jnp.array([[1, 0, 1, 0], [1, 1, 0, 0]]))
+  metrics = rollout_metrics(only_certain, jnp.zeros((2, 4)))
+  assert float(metrics["rollout/logp_certain_frac"]) == 1.0
+  assert float(metrics["rollout/logp_gap_max"]) == 0.0  # exactly 0, and vacuous

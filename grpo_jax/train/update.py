@@ -54,14 +54,21 @@ def _masked_mean(x, mask):
 
 
 def rollout_metrics(batch: dict, logps_NxT) -> dict:
-  """Sampler-trainer parity and response statistics (METHODS §16)."""
+  """Sampler-trainer parity and response statistics (METHODS §16).
+
+  ``rollout/logp_certain_frac``: the share of scored tokens whose sampled log-prob is exactly
+  0.0 (probability 1 in float32, e.g. a completion that only restates a preview). Both sides
+  round such a token to 0 whatever their logits, so the gap cannot see a mismatch there: a gap of
+  exactly 0 with this share at 1 says nothing about parity."""
   mask_NxT = batch["completion_mask_NxT"]
   gap_NxT = jnp.abs(logps_NxT - batch["sample_logps_NxT"])
   valid_N = batch["group_ids_N"] >= 0
   lengths_N = jnp.sum(mask_NxT, axis=1).astype(jnp.float32)
+  certain_NxT = (batch["sample_logps_NxT"] == 0.0).astype(jnp.float32)
   return {
     "rollout/logp_gap_mean": _masked_mean(gap_NxT, mask_NxT),
     "rollout/logp_gap_max": jnp.max(jnp.where(mask_NxT > 0, gap_NxT, 0.0)),
+    "rollout/logp_certain_frac": _masked_mean(certain_NxT, mask_NxT),
     "reward/mean": _masked_mean(batch["rewards_N"], valid_N),
     "response/len_mean": _masked_mean(lengths_N, valid_N),
   }
