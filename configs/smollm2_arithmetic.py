@@ -14,7 +14,8 @@ integer answers with worked solutions), graded by the math verifier.
 The instruct model computes but rarely boxes its answer, so a short supervised warm start on
 the set's worked solutions (chat format) teaches the answer format; RL then runs the full
 method: online one-line previews (K = 2, the first line of the answer, ended by a newline
-stop string), the subgroup-offset baseline with α = −0.5 and HA-DW. Held-out pass@1 / pass@4
+stop string, trained as part of the answer as in ``configs/quickstart.py``), the subgroup-offset
+baseline with α = −0.5 and HA-DW. Held-out pass@1 / pass@4
 on 96 problems of ``arithmetic_eval`` (4 samples each at T = 1), before and after RL.
 
 Hardware: 2 CPU cores, about 30 minutes. ``:tiny=1`` is the shrink the test suite runs (two
@@ -57,6 +58,9 @@ def get_config(arg=None):
   cfg.strategy.preview_template = ""
   cfg.strategy.delimiter = "\n"
   cfg.strategy.max_preview_tokens = 8 if tiny else 20
+  # The first line carries the computation ("67 × 4 = 240 + 28 = 268."), so its tokens are
+  # trained; the completion after it only restates the result, near-deterministically.
+  cfg.strategy.train_on_preview = True
   cfg.advantage.baseline = "subgroup_offset"
   cfg.advantage.offset_coef = -0.5
   cfg.hadw.enabled = True
