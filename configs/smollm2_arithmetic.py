@@ -74,6 +74,10 @@ def get_config(arg=None):
   cfg.optimizer.learning_rate = 2e-5
   cfg.optimizer.warmup_steps = 2
   cfg.loss.share_prompt = True
+  # Memory on a 24 GiB host: the gradient accumulated over 16-row chunks and log-probs over
+  # 16k-entry vocabulary chunks (64 rows x 49k-entry logits in one pass do not fit).
+  cfg.loss.micro_batch_size = 16
+  cfg.model.logps_vocab_chunk = 16_384
 
   # Warm start on the worked solutions until validation pass@1 reaches 0.3 (checked every 10
   # steps on 8 training-stream problems x G samples).
