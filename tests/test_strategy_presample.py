@@ -79,6 +79,7 @@ def test_round_trip_equals_a_direct_draw(setup, stored):
       spec,
       SampleSettings.from_config(cfg.sampling),
       mesh,
+      task.decode,
     )
     got = previews.previews(task, problems)
     for k in direct:
