@@ -38,7 +38,7 @@ def runs(tmp_path_factory):
     env=env,
     capture_output=True,
     text=True,
-    timeout=1500,
+    timeout=3600,
   )
   assert proc.returncode == 0, proc.stderr[-4000:]
   return root, hf
@@ -59,7 +59,8 @@ def test_two_rl_steps(runs, mode):
     # The sampler's and the trainer's log-probs of the same tokens (METHODS §16).
     assert 0.0 < m["rollout/logp_gap_mean"] < 1e-4
     assert m["response/len_mean"] > 1.0  # the chat prompt: the model answers, not just ends
-    assert 0.0 <= m["reward/mean"] <= 1.0
+    # Accuracy in [0, 1]; DAPO's overlong penalty (up to −1) shapes the reward below it.
+    assert (-1.0 if mode == "dapo" else 0.0) <= m["reward/mean"] <= 1.0
   samples = _lines(workdir / "samples.jsonl")
   assert {s["step"] for s in samples} == {1, 2}
   assert all(s["completion"].strip() and s["prompt"] for s in samples)
