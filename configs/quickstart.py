@@ -37,7 +37,7 @@ def get_config(arg=None):
   cfg.hadw.enabled = True
   # Each group's prompt through the model once in the update (same gradients up to rounding),
   # and the gradient accumulated over chunks of 64 rows (8 groups), which stay in this CPU's
-  # caches: the update takes 0.42 instead of 0.53 s a step (docs/performance.md, items 13, 15).
+  # caches: the update takes 0.42 instead of 0.53 s a step (docs/performance.md).
   cfg.loss.share_prompt = True
   cfg.loss.micro_batch_size = 64
   return cfg

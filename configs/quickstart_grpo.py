@@ -15,7 +15,7 @@ def get_config(arg=None):
   cfg.steps = int(parse_arg(arg).get("steps", 200))
   # Each group's prompt through the model once in the update (same gradients up to rounding),
   # and the gradient accumulated over chunks of 64 rows (8 groups), which stay in this CPU's
-  # caches (docs/performance.md, items 13, 15).
+  # caches (docs/performance.md).
   cfg.loss.share_prompt = True
   cfg.loss.micro_batch_size = 64
   return cfg

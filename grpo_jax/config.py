@@ -137,11 +137,11 @@ def base_config() -> ConfigDict:
   c.loss.num_iterations = 1  # passes over the batch
   c.loss.num_minibatches = 1  # optimizer steps per pass (rows split evenly)
   # Rows per gradient-accumulation chunk; 0 = a whole minibatch. On CPU hosts, chunks of ~8 rows
-  # keep activations in cache and run faster (docs/performance.md, item 13).
+  # keep activations in cache and run faster (docs/performance.md).
   c.loss.micro_batch_size = 0
   # Run each group's prompt through the model once in the update's forward passes (the rows of
   # a group repeat it; Prefix Grouper, arXiv 2506.05433): same log-probs and gradients up to
-  # float rounding, 1/G of the prompt's work (docs/performance.md, item 15).
+  # float rounding, 1/G of the prompt's work (docs/performance.md).
   c.loss.share_prompt = False
 
   # DAPO extras (METHODS §4; Yu et al. 2025), applied to each step's rollouts before the update.
