@@ -1,6 +1,6 @@
 """A seconds-scale config for tests: tiny model, few prompts, 2 RL steps, no warm start.
 
-  python experiments/launch.py --config configs/tiny_test.py --workdir /tmp/tiny
+python experiments/launch.py --config configs/tiny_test.py --workdir /tmp/tiny
 """
 
 from grpo_jax.config import base_config

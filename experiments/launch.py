@@ -20,35 +20,65 @@ from grpo_jax import config_file  # noqa: E402
 
 
 def parse_args(argv: list[str]):
-  parser = argparse.ArgumentParser(description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
   parser.add_argument("--config", required=True, help="configs/<name>.py[:key=value,...]")
   parser.add_argument("--workdir", default=None, help="run directory (default runs/<name>)")
-  parser.add_argument("--mode", default="train", choices=["train", "presample", "eval", "export"],
-                      help="presample: warm start, then draw the strategy previews and stop; "
-                      "eval: evaluate the workdir's checkpoint (or model.hf_path) on the "
-                      "config's benchmarks; export: write it as a Hugging Face directory")
-  parser.add_argument("--step", type=int, default=None,
-                      help="with --mode=eval/export: the checkpoint step (default: the latest)")
+  parser.add_argument(
+    "--mode",
+    default="train",
+    choices=["train", "presample", "eval", "export"],
+    help="presample: warm start, then draw the strategy previews and stop; "
+    "eval: evaluate the workdir's checkpoint (or model.hf_path) on the "
+    "config's benchmarks; export: write it as a Hugging Face directory",
+  )
+  parser.add_argument(
+    "--step",
+    type=int,
+    default=None,
+    help="with --mode=eval/export: the checkpoint step (default: the latest)",
+  )
   parser.add_argument("--out", default=None, help="with --mode=export: the output directory")
-  parser.add_argument("--sweep", action="store_true",
-                      help="run the config's sweep(add) one run after another under --workdir")
-  parser.add_argument("--pod", type=int, default=0, metavar="HOSTS",
-                      help="with --sweep: print each run's per-host commands for HOSTS hosts")
-  parser.add_argument("--coordinator", default="HOST0:8476",
-                      help="with --pod: jax.distributed coordinator address (host 0:port)")
-  parser.add_argument("--dry_run", action="store_true",
-                      help="build mesh and model shapes, print a memory estimate, allocate nothing")
+  parser.add_argument(
+    "--sweep",
+    action="store_true",
+    help="run the config's sweep(add) one run after another under --workdir",
+  )
+  parser.add_argument(
+    "--pod",
+    type=int,
+    default=0,
+    metavar="HOSTS",
+    help="with --sweep: print each run's per-host commands for HOSTS hosts",
+  )
+  parser.add_argument(
+    "--coordinator",
+    default="HOST0:8476",
+    help="with --pod: jax.distributed coordinator address (host 0:port)",
+  )
+  parser.add_argument(
+    "--dry_run",
+    action="store_true",
+    help="build mesh and model shapes, print a memory estimate, allocate nothing",
+  )
   # Multi-host (grpo_jax.train.distributed): every host runs the same command with its own
   # --process_id; or set JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID.
   parser.add_argument("--coordinator_address", default="", help="host0:port of process 0")
   parser.add_argument("--num_processes", type=int, default=0)
   parser.add_argument("--process_id", type=int, default=-1)
-  parser.add_argument("--distributed_auto", action="store_true",
-                      help="jax.distributed.initialize() with cluster auto-detection (TPU pods)")
-  parser.add_argument("--heartbeat_timeout", type=int, default=100,
-                      help="seconds before the job fails when a process stops responding")
-  overrides = [a[len("--config."):] for a in argv if a.startswith("--config.")]
+  parser.add_argument(
+    "--distributed_auto",
+    action="store_true",
+    help="jax.distributed.initialize() with cluster auto-detection (TPU pods)",
+  )
+  parser.add_argument(
+    "--heartbeat_timeout",
+    type=int,
+    default=100,
+    help="seconds before the job fails when a process stops responding",
+  )
+  overrides = [a[len("--config.") :] for a in argv if a.startswith("--config.")]
   rest = [a for a in argv if not a.startswith("--config.")]
   args = parser.parse_args(rest)
   if args.workdir is None:
@@ -57,10 +87,16 @@ def parse_args(argv: list[str]):
 
 
 def results_table(results: dict) -> str:
-  ks = [k for k in results.get("before", results.get("after", {})) if k.startswith("pass@")
-        and not k.endswith("_ci")]
-  lines = [f"held-out problems: {results['num_eval_problems']}",
-           "| policy | " + " | ".join(ks) + " |", "|---|" + "---|" * len(ks)]
+  ks = [
+    k
+    for k in results.get("before", results.get("after", {}))
+    if k.startswith("pass@") and not k.endswith("_ci")
+  ]
+  lines = [
+    f"held-out problems: {results['num_eval_problems']}",
+    "| policy | " + " | ".join(ks) + " |",
+    "|---|" + "---|" * len(ks),
+  ]
   for name in ("before", "after"):
     if name in results:
       cells = []
@@ -95,9 +131,13 @@ def main(argv: list[str]) -> int:
     return 2
   from grpo_jax.train import distributed, train
 
-  distributed.initialize(args.coordinator_address, args.num_processes, args.process_id,
-                         auto=args.distributed_auto,
-                         heartbeat_timeout_seconds=args.heartbeat_timeout)
+  distributed.initialize(
+    args.coordinator_address,
+    args.num_processes,
+    args.process_id,
+    auto=args.distributed_auto,
+    heartbeat_timeout_seconds=args.heartbeat_timeout,
+  )
 
   if args.mode == "eval":
     from grpo_jax.train.loop import evaluate_run

@@ -32,8 +32,11 @@ def parse_value(text: str, current):
   if isinstance(current, float):
     return float(text)
   if isinstance(current, tuple | list):
-    value = ast.literal_eval(text) if text.strip()[:1] in "([" else tuple(
-        ast.literal_eval(x) for x in text.split(",") if x.strip())
+    value = (
+      ast.literal_eval(text)
+      if text.strip()[:1] in "(["
+      else tuple(ast.literal_eval(x) for x in text.split(",") if x.strip())
+    )
     return tuple(value) if isinstance(value, tuple | list) else (value,)
   if current is None:
     try:
@@ -89,8 +92,9 @@ def _get(cfg: ConfigDict, key: str):
   node = cfg
   for part in key.split("."):
     if not isinstance(node, ConfigDict) or part not in node:
-      raise KeyError(f"unknown config key '{key}'; did you mean "
-                     f"'{config_lib.nearest_key(cfg, key)}'?")
+      raise KeyError(
+        f"unknown config key '{key}'; did you mean '{config_lib.nearest_key(cfg, key)}'?"
+      )
     node = node[part]
   return node
 

@@ -24,11 +24,13 @@ def test_unknown_group_names_nearest_key():
 
 def test_misspelt_key_in_config_file_is_an_error(tmp_path):
   bad = tmp_path / "bad.py"
-  bad.write_text("from grpo_jax.config import base_config\n"
-                 "def get_config(arg=None):\n"
-                 "  c = base_config()\n"
-                 "  c.sampling.group_sise = 4\n"
-                 "  return c\n")
+  bad.write_text(
+    "from grpo_jax.config import base_config\n"
+    "def get_config(arg=None):\n"
+    "  c = base_config()\n"
+    "  c.sampling.group_sise = 4\n"
+    "  return c\n"
+  )
   with pytest.raises(KeyError, match="sampling.group_size"):
     config_file.load(str(bad))
 
@@ -39,7 +41,9 @@ def test_loaded_config_is_locked():
     cfg.loss.new_key = 1
 
 
-@pytest.mark.parametrize("key,text,expected", [
+@pytest.mark.parametrize(
+  "key,text,expected",
+  [
     ("steps", "7", 7),
     ("hadw.enabled", "true", True),
     ("hadw.enabled", "0", False),
@@ -47,7 +51,8 @@ def test_loaded_config_is_locked():
     ("advantage.baseline", "rloo", "rloo"),
     ("eval.ks", "1,2,4", (1, 2, 4)),
     ("eval.ks", "(1, 16)", (1, 16)),
-])
+  ],
+)
 def test_overrides_are_typed(key, text, expected):
   cfg = config_file.load(str(ROOT / "configs/tiny_test.py"), [f"{key}={text}"])
   node = cfg
@@ -80,12 +85,15 @@ def test_every_config_file_builds(path):
   assert len(config_file.content_hash(cfg)) == 16
 
 
-@pytest.mark.parametrize("arg,key,expected", [
+@pytest.mark.parametrize(
+  "arg,key,expected",
+  [
     ("anchor=fixed,c=0.4", "hadw.fixed_anchor", 0.4),
     ("anchor=fixed,c=0.6", "hadw.anchor", "fixed"),
     ("enabled=0", "hadw.enabled", False),
     ("lam=2.0", "hadw.lambda_scale", 2.0),
-])
+  ],
+)
 def test_hadw_variants_reach_the_config(arg, key, expected):
   cfg = config_file.load(str(ROOT / "configs/quickstart_hadw.py") + ":" + arg)
   group, leaf = key.split(".")

@@ -25,8 +25,12 @@ def test_levels_only_when_every_problem_has_one():
 
 
 def test_results_and_summary_files(tmp_path):
-  result = {"pass@1": 0.25, "pass@1_ci": [0.1, 0.4], "len_mean": 7.0,
-            "sampling": {"temperature": 1.0, "top_p": 1.0, "n": 8}}
+  result = {
+    "pass@1": 0.25,
+    "pass@1_ci": [0.1, 0.4],
+    "len_mean": 7.0,
+    "sampling": {"temperature": 1.0, "top_p": 1.0, "n": 8},
+  }
   path = benchmarks.write_result(tmp_path, "aime24", 30, result)
   assert path.name == "aime24_step30.json"
   assert json.loads(path.read_text())["pass@1"] == 0.25
@@ -38,14 +42,33 @@ def test_results_and_summary_files(tmp_path):
 
 def test_evaluate_benchmarks_on_countdown(tmp_path):
   task = data.CountdownTask(eval_size=16)
-  cfg = models.ModelConfig(vocab_size=len(task.tokenizer), hidden_dim=32, num_layers=1,
-                           num_heads=2, num_kv_heads=1, head_dim=16, mlp_dim=64)
+  cfg = models.ModelConfig(
+    vocab_size=len(task.tokenizer),
+    hidden_dim=32,
+    num_layers=1,
+    num_heads=2,
+    num_kv_heads=1,
+    head_dim=16,
+    mlp_dim=64,
+  )
   graphdef, params = models.init_params(cfg, 0)
-  eval_cfg = ConfigDict({"num_problems": 16, "num_samples": 4, "ks": (1, 4, 8),
-                         "temperature": 1.0, "top_p": 1.0})
+  eval_cfg = ConfigDict(
+    {"num_problems": 16, "num_samples": 4, "ks": (1, 4, 8), "temperature": 1.0, "top_p": 1.0}
+  )
   mesh = shard_lib.make_mesh(ConfigDict({"data": 1, "fsdp": 1, "tensor": 1}), jax.devices()[:1])
-  out = evaluate_benchmarks(graphdef, params, task, eval_cfg, 12, jax.random.PRNGKey(0), mesh,
-                            chunk_problems=8, workdir=tmp_path, step=0, progress=False)
+  out = evaluate_benchmarks(
+    graphdef,
+    params,
+    task,
+    eval_cfg,
+    12,
+    jax.random.PRNGKey(0),
+    mesh,
+    chunk_problems=8,
+    workdir=tmp_path,
+    step=0,
+    progress=False,
+  )
   result = json.loads((tmp_path / "eval" / "countdown_step0.json").read_text())
   assert result["num_problems"] == 16 and result["num_samples"] == 4
   assert "pass@8" not in result  # k > n is skipped, not extrapolated

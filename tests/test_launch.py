@@ -17,8 +17,12 @@ from grpo_jax import config_file, data
 from grpo_jax.train import loop
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LAUNCH = [sys.executable, str(ROOT / "experiments/launch.py"), "--config",
-          str(ROOT / "configs/tiny_test.py")]
+LAUNCH = [
+  sys.executable,
+  str(ROOT / "experiments/launch.py"),
+  "--config",
+  str(ROOT / "configs/tiny_test.py"),
+]
 
 
 def _env():
@@ -36,8 +40,9 @@ def _final_params(workdir: pathlib.Path) -> dict:
 
 @pytest.mark.slow
 def test_launcher_two_steps_on_eight_devices(tmp_path):
-  proc = subprocess.run(LAUNCH + ["--workdir", str(tmp_path)], env=_env(), capture_output=True,
-                        text=True, timeout=600)
+  proc = subprocess.run(
+    LAUNCH + ["--workdir", str(tmp_path)], env=_env(), capture_output=True, text=True, timeout=600
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "| before RL |" in proc.stdout and "| after RL |" in proc.stdout
   results = json.loads((tmp_path / "results.json").read_text())
@@ -53,8 +58,13 @@ def test_launcher_two_steps_on_eight_devices(tmp_path):
 
 
 def test_launcher_rejects_misspelt_key(tmp_path):
-  proc = subprocess.run(LAUNCH + ["--workdir", str(tmp_path), "--config.loss.klcoef=0.1"],
-                        env=_env(), capture_output=True, text=True, timeout=120)
+  proc = subprocess.run(
+    LAUNCH + ["--workdir", str(tmp_path), "--config.loss.klcoef=0.1"],
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode == 2
   assert "loss.klcoef" in proc.stderr and "loss.kl_coef" in proc.stderr
 
@@ -62,11 +72,20 @@ def test_launcher_rejects_misspelt_key(tmp_path):
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
   # HA-DW on: its anchor history lives in the checkpointed state, so resuming must restore it.
-  overrides = ["--config.steps=8", "--config.checkpoint.every=4", "--config.eval.after=false",
-               "--config.hadw.enabled=true", "--config.hadw.history=3"]
+  overrides = [
+    "--config.steps=8",
+    "--config.checkpoint.every=4",
+    "--config.eval.after=false",
+    "--config.hadw.enabled=true",
+    "--config.hadw.history=3",
+  ]
   killed = tmp_path / "killed"
-  proc = subprocess.Popen(LAUNCH + ["--workdir", str(killed)] + overrides, env=_env(),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  proc = subprocess.Popen(
+    LAUNCH + ["--workdir", str(killed)] + overrides,
+    env=_env(),
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
   metrics = killed / "metrics.jsonl"
   deadline = time.time() + 300
   while time.time() < deadline and proc.poll() is None:
@@ -78,23 +97,31 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
   assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
   _, last = _final_params(killed)
   assert last < 8
-  resumed = subprocess.run(LAUNCH + ["--workdir", str(killed)] + overrides, env=_env(),
-                           capture_output=True, text=True, timeout=600)
+  resumed = subprocess.run(
+    LAUNCH + ["--workdir", str(killed)] + overrides,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "resumed from checkpoint" in resumed.stdout
   steps = [json.loads(x)["step"] for x in metrics.read_text().splitlines()]
   assert steps == list(range(1, 9))
 
   straight = tmp_path / "straight"
-  cfg = config_file.load(str(ROOT / "configs/tiny_test.py"),
-                         [o[len("--config."):] for o in overrides])
+  cfg = config_file.load(
+    str(ROOT / "configs/tiny_test.py"), [o[len("--config.") :] for o in overrides]
+  )
   loop.train(cfg, straight, log=lambda *_: None)
   (p_killed, s1), (p_straight, s2) = _final_params(killed), _final_params(straight)
   assert s1 == s2 == 8
   for a, b in zip(jax.tree.leaves(p_killed), jax.tree.leaves(p_straight)):
     np.testing.assert_array_equal(a, b)
-  anchors = [[json.loads(x)["hadw/anchor"] for x in (d / "metrics.jsonl").read_text().splitlines()]
-             for d in (killed, straight)]
+  anchors = [
+    [json.loads(x)["hadw/anchor"] for x in (d / "metrics.jsonl").read_text().splitlines()]
+    for d in (killed, straight)
+  ]
   assert anchors[0] == anchors[1]
 
 
@@ -120,17 +147,28 @@ def test_non_finite_loss_stops_run_without_checkpoint(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_periodic_eval_and_eval_mode(tmp_path):
   overrides = ["--config.steps=4", "--config.eval.every_steps=2", "--config.checkpoint.every=2"]
-  proc = subprocess.run(LAUNCH + ["--workdir", str(tmp_path)] + overrides, env=_env(),
-                        capture_output=True, text=True, timeout=600)
+  proc = subprocess.run(
+    LAUNCH + ["--workdir", str(tmp_path)] + overrides,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   names = sorted(p.name for p in (tmp_path / "eval").glob("countdown_step*.json"))
   assert names == ["countdown_step0.json", "countdown_step2.json", "countdown_step4.json"]
   after = json.loads((tmp_path / "eval" / "countdown_step4.json").read_text())
   assert json.loads((tmp_path / "results.json").read_text())["after"]["pass@1"] == after["pass@1"]
   # --mode=eval on the step-2 checkpoint with other sampling settings: a new file and summary row.
-  proc = subprocess.run(LAUNCH + ["--workdir", str(tmp_path), "--mode=eval", "--step=2",
-                                  "--config.eval.temperature=0.5"] + overrides, env=_env(),
-                        capture_output=True, text=True, timeout=600)
+  proc = subprocess.run(
+    LAUNCH
+    + ["--workdir", str(tmp_path), "--mode=eval", "--step=2", "--config.eval.temperature=0.5"]
+    + overrides,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   kept = json.loads((tmp_path / "eval" / "countdown_step2.json").read_text())
   cooler = json.loads((tmp_path / "eval" / "countdown_T0.5_step2.json").read_text())

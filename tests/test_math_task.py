@@ -68,8 +68,12 @@ def test_data_keys_reach_the_task(tmp_path):
   from grpo_jax.config import base_config
 
   path = tmp_path / "rows.jsonl"
-  path.write_text("".join(json.dumps({"problem": f"What is {a} + {a}?", "answer": str(2 * a)})
-                          + "\n" for a in range(1, 9)))
+  path.write_text(
+    "".join(
+      json.dumps({"problem": f"What is {a} + {a}?", "answer": str(2 * a)}) + "\n"
+      for a in range(1, 9)
+    )
+  )
   tok = build_tokenizer(string.printable)
   cfg = base_config()
   cfg.data.train_set, cfg.data.train_path = "aime24", str(path)
@@ -103,15 +107,19 @@ def test_warm_start_runs_on_the_math_task():
   cfg.warmstart.max_steps, cfg.warmstart.check_every, cfg.warmstart.batch_size = 2, 2, 4
   cfg.warmstart.check_problems, cfg.logging.progress, cfg.mesh.data = 2, False, 1
   cfg = config_lib.finalize(cfg)
-  task = MathTask(tok, rows[:64], {"eval": rows[:2]}, template="boxed", max_prompt_tokens=96,
-                  completion_len=48)
+  task = MathTask(
+    tok, rows[:64], {"eval": rows[:2]}, template="boxed", max_prompt_tokens=96, completion_len=48
+  )
   mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[:1])
   graphdef, params = models.build_policy(cfg, vocab_size=len(tok))
   before = jax.tree.map(np.asarray, params)
-  params, history = warm_start(graphdef, shard_lib.replicate(params, mesh), task, cfg, mesh,
-                               log=lambda *_: None)
+  params, history = warm_start(
+    graphdef, shard_lib.replicate(params, mesh), task, cfg, mesh, log=lambda *_: None
+  )
   assert [h["step"] for h in history] == [2] and np.isfinite(history[0]["loss"])
   assert 0.0 <= history[0]["pass@1"] <= 1.0
-  moved = [np.abs(np.asarray(a) - b).max() for a, b in zip(jax.tree.leaves(params),
-                                                           jax.tree.leaves(before))]
+  moved = [
+    np.abs(np.asarray(a) - b).max()
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(before))
+  ]
   assert max(moved) > 0.0

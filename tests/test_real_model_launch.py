@@ -105,9 +105,17 @@ def test_exported_policy_generates_the_same_greedy_tokens(runs):
     pad_token_id=tokenizer.pad_token_id,
   )[0, len(ids) :].tolist()
   ours = models.load_hf(str(out), tokenizer=False)
-  got = sample(ours.graphdef, ours.params, np.array([ids], np.int32),
-               np.ones((1, len(ids)), np.int32), jax.random.PRNGKey(0), max_new_tokens=16,
-               eos_id=-1, pad_id=0, temperature=0.0)
+  got = sample(
+    ours.graphdef,
+    ours.params,
+    np.array([ids], np.int32),
+    np.ones((1, len(ids)), np.int32),
+    jax.random.PRNGKey(0),
+    max_new_tokens=16,
+    eos_id=-1,
+    pad_id=0,
+    temperature=0.0,
+  )
   got = np.asarray(got.tokens_NxT)[0].tolist()
   # Same logits on transformers' greedy sequence, and the same first 8 greedy tokens.
   seq = torch.tensor([ids + ref])

@@ -11,8 +11,9 @@ import pytest
 from grpo_jax import config as config_lib
 from grpo_jax import models
 
-CFG = models.ModelConfig(vocab_size=64, hidden_dim=32, num_layers=3, num_heads=4, num_kv_heads=2,
-                         head_dim=8, mlp_dim=64)
+CFG = models.ModelConfig(
+  vocab_size=64, hidden_dim=32, num_layers=3, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=64
+)
 
 
 def _loss_and_grad(remat):

@@ -35,8 +35,16 @@ def _setup(devices, overrides=()):
 def _batch(cfg, task, graphdef, state, mesh):
   problems = task.train_problems(0, cfg.sampling.prompts_per_step)
   settings = SampleSettings.from_config(cfg.sampling)
-  batch, _ = rollout(graphdef, state["params"], task, problems, cfg.sampling.group_size,
-                     jax.random.PRNGKey(3), settings, mesh)
+  batch, _ = rollout(
+    graphdef,
+    state["params"],
+    task,
+    problems,
+    cfg.sampling.group_size,
+    jax.random.PRNGKey(3),
+    settings,
+    mesh,
+  )
   # Make sure the batch has signal: alternate rewards inside each group.
   batch["rewards_N"] = (np.arange(len(batch["rewards_N"])) % 2).astype(np.float32)
   return batch

@@ -32,8 +32,9 @@ def by_level(correct_PxN: np.ndarray, levels: list, ks) -> dict:
   table = {}
   for level in sorted(set(levels), key=str):
     rows = np.array([lv == level for lv in levels])
-    table[str(level)] = {f"pass@{k}": float(passk.pass_at_k_array(correct_PxN[rows], k).mean())
-                         for k in ks}
+    table[str(level)] = {
+      f"pass@{k}": float(passk.pass_at_k_array(correct_PxN[rows], k).mean()) for k in ks
+    }
     table[str(level)]["num_problems"] = int(rows.sum())
   return table
 
@@ -52,8 +53,12 @@ def result_path(workdir: str | pathlib.Path, benchmark: str, step: int) -> pathl
 def write_result(workdir, benchmark: str, step: int, result: dict) -> pathlib.Path:
   path = result_path(workdir, benchmark, step)
   path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text(json.dumps({"benchmark": benchmark, "step": step, **result}, indent=2,
-                             sort_keys=True, default=str) + "\n")
+  path.write_text(
+    json.dumps(
+      {"benchmark": benchmark, "step": step, **result}, indent=2, sort_keys=True, default=str
+    )
+    + "\n"
+  )
   write_summary(workdir)
   return path
 
@@ -73,8 +78,10 @@ def read_results(workdir) -> list[dict]:
 def summary_table(results: list[dict]) -> str:
   """One Markdown row per (benchmark, step): the summary keys present, with CIs for pass@k."""
   keys = [k for k in SUMMARY_KEYS if any(k in r for r in results)]
-  lines = ["| benchmark | step | sampling | " + " | ".join(keys) + " |",
-           "|---|---|---|" + "---|" * len(keys)]
+  lines = [
+    "| benchmark | step | sampling | " + " | ".join(keys) + " |",
+    "|---|---|---|" + "---|" * len(keys),
+  ]
   for r in results:
     s = r.get("sampling", {})
     cells = []

@@ -40,5 +40,6 @@ class Checkpointer:
 
 def abstract_like(state, shardings):
   """ShapeDtypeStructs with shardings, the restore target for :meth:`Checkpointer.restore`."""
-  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                      state, shardings)
+  return jax.tree.map(
+    lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, shardings
+  )

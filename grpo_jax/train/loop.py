@@ -74,8 +74,10 @@ def setup(cfg, log=print) -> Setup:
   mesh = shard_lib.make_mesh(cfg.mesh)
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
   if (B * G) % shard_lib.batch_size_multiple(mesh):
-    raise ValueError(f"B·G = {B * G} rows must divide over {shard_lib.batch_size_multiple(mesh)} "
-                     "data-parallel devices")
+    raise ValueError(
+      f"B·G = {B * G} rows must divide over {shard_lib.batch_size_multiple(mesh)} "
+      "data-parallel devices"
+    )
 
   # Data.
   task = build_task(cfg)
@@ -90,10 +92,20 @@ def setup(cfg, log=print) -> Setup:
   # optimizer moments and reference model; tensor-only for the sampler; batch rows split).
   state_shapes = jax.eval_shape(lambda p: init_state(p, optimizer, cfg), params)
   state_shardings = shard_lib.state_shardings(state_shapes, mesh, shard_lib.rules_for(cfg.mesh))
-  sample_shardings = shard_lib.state_shardings(state_shapes["params"], mesh,
-                                               shard_lib.rules_for(cfg.mesh, "sample"))
-  return Setup(mesh, task, strategy, graphdef, params, optimizer, state_shapes, state_shardings,
-               sample_shardings)
+  sample_shardings = shard_lib.state_shardings(
+    state_shapes["params"], mesh, shard_lib.rules_for(cfg.mesh, "sample")
+  )
+  return Setup(
+    mesh,
+    task,
+    strategy,
+    graphdef,
+    params,
+    optimizer,
+    state_shapes,
+    state_shardings,
+    sample_shardings,
+  )
 
 
 def _evaluator(cfg, s: Setup, workdir: pathlib.Path):
@@ -112,12 +124,32 @@ def _evaluator(cfg, s: Setup, workdir: pathlib.Path):
     if distributed.agree(all(p.exists() for p in paths)):  # one decision for all processes
       return {n: json.loads(p.read_text()) for n, p in zip(names, paths)}
     if not with_strategy:
-      return evaluate_benchmarks(s.graphdef, params, s.task, cfg.eval,
-                                 cfg.sampling.max_new_tokens, rng, s.mesh, chunk, workdir, step,
-                                 progress=cfg.logging.progress, write=distributed.is_primary())
-    result = s.strategy.evaluate(s.graphdef, params, s.task.eval_problems(cfg.eval.num_problems),
-                                 cfg.eval, cfg.sampling.max_new_tokens, rng, s.mesh, chunk,
-                                 progress=cfg.logging.progress, desc="eval with strategy")
+      return evaluate_benchmarks(
+        s.graphdef,
+        params,
+        s.task,
+        cfg.eval,
+        cfg.sampling.max_new_tokens,
+        rng,
+        s.mesh,
+        chunk,
+        workdir,
+        step,
+        progress=cfg.logging.progress,
+        write=distributed.is_primary(),
+      )
+    result = s.strategy.evaluate(
+      s.graphdef,
+      params,
+      s.task.eval_problems(cfg.eval.num_problems),
+      cfg.eval,
+      cfg.sampling.max_new_tokens,
+      rng,
+      s.mesh,
+      chunk,
+      progress=cfg.logging.progress,
+      desc="eval with strategy",
+    )
     if distributed.is_primary():
       bench_lib.write_result(workdir, names[0], step, result)
     return {names[0]: result}
@@ -154,22 +186,23 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
   """
   workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  write_json(workdir / "config.json", {"config": cfg.to_dict(),
-                                       "hash": config_file.content_hash(cfg)})
+  write_json(
+    workdir / "config.json", {"config": cfg.to_dict(), "hash": config_file.content_hash(cfg)}
+  )
   t_start = time.time()
   s = setup(cfg, log=log)
   mesh, task, strategy, graphdef = s.mesh, s.task, s.strategy, s.graphdef
   params, optimizer, state_shardings = s.params, s.optimizer, s.state_shardings
   G = cfg.sampling.group_size
-  update_step = make_update_step(graphdef, optimizer, cfg, mesh, state_shardings,
-                                 prompt_len=strategy.prompt_len)
+  update_step = make_update_step(
+    graphdef, optimizer, cfg, mesh, state_shardings, prompt_len=strategy.prompt_len
+  )
   if cfg.mesh.constrain_activations:
     update_step = shard_lib.under_mesh(update_step, mesh)
 
   # Restore, or warm start and begin.
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
-  metrics_writer = MetricsWriter(workdir, cfg.logging.tensorboard,
-                                 enabled=distributed.is_primary())
+  metrics_writer = MetricsWriter(workdir, cfg.logging.tensorboard, enabled=distributed.is_primary())
   if ckpt.latest_step() is not None:
     state = ckpt.restore(abstract_like(s.state_shapes, state_shardings))
     log(f"resumed from checkpoint at step {int(state['step'])}")
@@ -179,8 +212,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
       params = shard_lib.replicate(params, mesh)
       params, history = warm_start(graphdef, params, task, cfg, mesh, log=log)
       write_json(workdir / "warmstart.json", history)
-    state = shard_lib.init_sharded(lambda p: init_state(p, optimizer, cfg), params,
-                                   state_shardings)
+    state = shard_lib.init_sharded(lambda p: init_state(p, optimizer, cfg), params, state_shardings)
     ckpt.save(0, state)
     ckpt.wait()
   strategy.prepare(graphdef, state["params"], mesh, workdir, int(state["step"]), log=log)
@@ -198,8 +230,13 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
   # Loop.
   settings = SampleSettings.from_config(cfg.sampling)
   first = int(state["step"])
-  bar = tqdm(range(first, cfg.steps), desc="rl", initial=first, total=cfg.steps,
-             disable=not cfg.logging.progress)
+  bar = tqdm(
+    range(first, cfg.steps),
+    desc="rl",
+    initial=first,
+    total=cfg.steps,
+    disable=not cfg.logging.progress,
+  )
   try:
     for step in bar:
       t0 = time.time()
@@ -209,29 +246,39 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
       sample_params = shard_lib.reshard(state["params"], s.sample_shardings)  # sampling preset
 
       def rollout_fn(problems, rng, params=sample_params):
-        return rollout(graphdef, params, task, problems, G, rng, settings, mesh,
-                       strategy=strategy)
+        return rollout(graphdef, params, task, problems, G, rng, settings, mesh, strategy=strategy)
 
       batch, info = dynamic_sampling.sample_batch(
-          # Multi-host: each process samples and grades only its own prompts' rows.
-          *distributed.process_share(rollout_fn, task.train_problems, mesh, G, cfg),
-          cursor, keys["sample"], cfg, task.eos_id,
-          row_multiple=shard_lib.batch_size_multiple(mesh))
+        # Multi-host: each process samples and grades only its own prompts' rows.
+        *distributed.process_share(rollout_fn, task.train_problems, mesh, G, cfg),
+        cursor,
+        keys["sample"],
+        cfg,
+        task.eos_id,
+        row_multiple=shard_lib.batch_size_multiple(mesh),
+      )
       t1 = time.time()
       if cfg.loss.share_prompt:
         check_shared_prompts(batch, G, strategy.prompt_len)
       state, metrics = update_step(state, shard_lib.shard_batch(batch, mesh))
-      state["data_pos"] = jax.device_put(np.int32(cursor + info["data/consumed"]),
-                                         state_shardings["data_pos"])
+      state["data_pos"] = jax.device_put(
+        np.int32(cursor + info["data/consumed"]), state_shardings["data_pos"]
+      )
       metrics = to_host(metrics)
       check_finite(step + 1, metrics)
-      metrics.update({"response/truncated_frac": info["response/truncated_frac"],
-                      "time/rollout_s": t1 - t0, "time/update_s": time.time() - t1})
+      metrics.update(
+        {
+          "response/truncated_frac": info["response/truncated_frac"],
+          "time/rollout_s": t1 - t0,
+          "time/update_s": time.time() - t1,
+        }
+      )
       metrics.update(info.get("metrics", {}))  # strategy/* when two-stage sampling is on
       metrics.update({k: v for k, v in info.items() if k.startswith("dapo/")})
       metrics_writer.write(step + 1, metrics)
       metrics_writer.write_samples(
-        step + 1, step_samples(batch, info, task, cfg.logging.samples_per_step))
+        step + 1, step_samples(batch, info, task, cfg.logging.samples_per_step)
+      )
       bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}")
       if ckpt.due(step + 1, last=step + 1 == cfg.steps):
         ckpt.save(step + 1, state)

@@ -22,7 +22,8 @@ def check_finite(step: int, metrics: dict[str, float], keys=("loss/total", "grad
   bad = {k: metrics[k] for k in keys if k in metrics and not math.isfinite(metrics[k])}
   if bad:
     raise FloatingPointError(
-        f"non-finite values at step {step}: {bad}; no checkpoint was written from this step")
+      f"non-finite values at step {step}: {bad}; no checkpoint was written from this step"
+    )
 
 
 class MetricsWriter:
@@ -35,6 +36,7 @@ class MetricsWriter:
     self._tb = None
     if enabled and tensorboard:
       from tensorboardX import SummaryWriter
+
       self._tb = SummaryWriter(str(pathlib.Path(workdir) / "tb"))
 
   def truncate_after(self, step: int) -> None:
@@ -42,8 +44,11 @@ class MetricsWriter:
     for path in (self.path, self.samples_path):
       if not (self.enabled and path.exists()):
         continue
-      lines = [ln for ln in path.read_text().splitlines()
-               if ln.strip() and json.loads(ln).get("step", 0) <= step]
+      lines = [
+        ln
+        for ln in path.read_text().splitlines()
+        if ln.strip() and json.loads(ln).get("step", 0) <= step
+      ]
       path.write_text("".join(ln + "\n" for ln in lines))
 
   def write(self, step: int, metrics: dict[str, float]) -> None:

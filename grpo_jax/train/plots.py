@@ -25,7 +25,7 @@ def reward_curve(workdir: str | pathlib.Path, window: int = 5) -> pathlib.Path |
   smooth = np.convolve(reward, kernel, mode="valid")
   fig, ax = plt.subplots(figsize=(6, 3.5))
   ax.plot(steps, reward, alpha=0.4, label="reward/mean")
-  ax.plot(steps[len(steps) - len(smooth):], smooth, label=f"running mean ({len(kernel)})")
+  ax.plot(steps[len(steps) - len(smooth) :], smooth, label=f"running mean ({len(kernel)})")
   ax.set_xlabel("RL step")
   ax.set_ylabel("mean reward")
   ax.grid(alpha=0.3)

@@ -30,7 +30,8 @@ def make_sft_step(graphdef, optimizer, mesh, prompt_len: int = 0):
   def step(params, opt_state, batch):
     def loss_fn(p):
       logps_BxT = models.token_logps(
-          graphdef, p, batch["tokens_BxL"], batch["input_mask_BxL"], start=prompt_len)
+        graphdef, p, batch["tokens_BxL"], batch["input_mask_BxL"], start=prompt_len
+      )
       mask_BxT = batch["loss_mask_BxL"][:, prompt_len:].astype(jnp.float32)
       return -jnp.sum(logps_BxT * mask_BxT) / jnp.maximum(jnp.sum(mask_BxT), 1.0)
 
@@ -39,8 +40,12 @@ def make_sft_step(graphdef, optimizer, mesh, prompt_len: int = 0):
     return optax.apply_updates(params, updates), opt_state, loss
 
   rep = shard_lib.replicated(mesh)
-  return jax.jit(step, in_shardings=(rep, rep, shard_lib.batch_sharding(mesh)),
-                 out_shardings=(rep, rep, rep), donate_argnums=(0, 1))
+  return jax.jit(
+    step,
+    in_shardings=(rep, rep, shard_lib.batch_sharding(mesh)),
+    out_shardings=(rep, rep, rep),
+    donate_argnums=(0, 1),
+  )
 
 
 def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list[dict]]:
@@ -58,17 +63,30 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
   bar = tqdm(range(1, ws.max_steps + 1), desc="warm start", disable=not cfg.logging.progress)
   for step in bar:
     tokens_BxL, input_mask_BxL, loss_mask_BxL = task.sft_batch(
-        SFT_STREAM_START + step * ws.batch_size, ws.batch_size, rng)
-    batch = shard_lib.shard_batch({
+      SFT_STREAM_START + step * ws.batch_size, ws.batch_size, rng
+    )
+    batch = shard_lib.shard_batch(
+      {
         "tokens_BxL": tokens_BxL,
         "input_mask_BxL": input_mask_BxL,
         "loss_mask_BxL": loss_mask_BxL,
-    }, mesh)
+      },
+      mesh,
+    )
     params, opt_state, loss = step_fn(params, opt_state, batch)
     if step % ws.check_every == 0 or step == ws.max_steps:
-      out = sample_and_grade(graphdef, params, task, valid, cfg.sampling.group_size,
-                             jax.random.PRNGKey(step), settings, mesh, ws.check_problems,
-                             progress=False)
+      out = sample_and_grade(
+        graphdef,
+        params,
+        task,
+        valid,
+        cfg.sampling.group_size,
+        jax.random.PRNGKey(step),
+        settings,
+        mesh,
+        ws.check_problems,
+        progress=False,
+      )
       pass1 = float(out["correct_PxN"].mean())
       history.append({"step": step, "loss": float(loss), "pass@1": pass1})
       bar.set_postfix(loss=f"{float(loss):.3f}", pass1=f"{pass1:.3f}")
