@@ -27,7 +27,7 @@ differences may well be inside the seed-to-seed noise; docs/mini_repro.md report
 """
 
 from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config.files import parse_arg
 
 SEEDS = (0, 1, 2)
 # name → overrides; every run sets the same keys so the aggregated table has one column each.

@@ -21,7 +21,7 @@ prompts (16 optimizer steps per batch), 3 epochs for GRPO/GSPO (87 steps) and 9 
 ``filtering = False`` for all six runs (so no DAPO dynamic sampling here). HA-DW: window anchor
 over h = 10 batch accuracies (the official scripts), λ = 1.3 (Table 7's main row); C⁻ is the
 prior of Eq. 13 (``hadw.include_current=False``; the official code uses the posterior).
-Algorithms (``grpo_jax.recipes``): GRPO with seq_mean_token_mean (App. B, the authors'
+Algorithms (``grpo_jax.config.recipes``): GRPO with seq_mean_token_mean (App. B, the authors'
 scripts), verl's dual clip c = 3 on GRPO/DAPO, AdamW β2 = 0.999 (verl), the overlong punishment
 on DAPO only.
 
@@ -49,9 +49,8 @@ fixed), ``c`` (0.5, the fixed anchor), ``G`` (8), ``epochs`` (3, DAPO 9), ``ckpt
 (avg16 | greedy).
 """
 
-from grpo_jax import recipes
-from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config import base_config, recipes
+from grpo_jax.config.files import parse_arg
 
 CKPT = "/checkpoints/Qwen3-4B-Base"  # a local copy of Qwen/Qwen3-4B-Base (placeholder)
 PRESET = "qwen3_4b_base"
@@ -79,7 +78,7 @@ def get_config(arg=None):
   cfg.sampling.group_size = int(args.get("G", 8))
   cfg.sampling.max_new_tokens = 4096
   cfg.sampling.temperature = 1.0
-  # The algorithm: GRPO | GSPO | DAPO as the paper runs them (grpo_jax.recipes), no KL.
+  # The algorithm: GRPO | GSPO | DAPO as the paper runs them (grpo_jax.config.recipes), no KL.
   recipes.apply(cfg, algo)
   cfg.dapo.dynamic_sampling = False  # Table 8: filtering = False for every run
   cfg.optimizer.warmup_steps = 10

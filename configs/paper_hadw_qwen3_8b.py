@@ -26,7 +26,7 @@ Arguments: as ``paper_hadw_qwen3_4b.py`` (``algo``, ``hadw``, ``lam``, ``anchor`
 
 import pathlib
 
-from grpo_jax.config_file import load_module, parse_arg
+from grpo_jax.config.files import load_module, parse_arg
 
 _4B = load_module(str(pathlib.Path(__file__).with_name("paper_hadw_qwen3_4b.py")))
 CKPT = "/checkpoints/Qwen3-8B-Base"  # a local copy of Qwen/Qwen3-8B-Base (placeholder)

@@ -22,7 +22,7 @@ Arguments: as ``paper_offsets_qwen3_8b.py`` (``alpha``, ``shuffle``, ``steps``, 
 
 import pathlib
 
-from grpo_jax.config_file import load_module, parse_arg
+from grpo_jax.config.files import load_module, parse_arg
 
 _QWEN = load_module(str(pathlib.Path(__file__).with_name("paper_offsets_qwen3_8b.py")))
 CKPT = "/checkpoints/Olmo-3-1025-7B"  # a local copy of allenai/Olmo-3-1025-7B (placeholder)

@@ -33,9 +33,8 @@ in the coefficient sweep (run on Qwen3-8B-Base only).
 Arguments: ``alpha`` (−0.5), ``shuffle`` (0), ``steps`` (300), ``ckpt`` (checkpoint directory).
 """
 
-from grpo_jax import recipes
-from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config import base_config, recipes
+from grpo_jax.config.files import parse_arg
 
 CKPT = "/checkpoints/Qwen3-8B-Base"  # a local copy of Qwen/Qwen3-8B-Base (placeholder)
 PRESET = "qwen3_8b_base"  # its shape, for --dry_run and random-init smoke runs

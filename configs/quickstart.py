@@ -18,7 +18,7 @@ Measured (README): held-out pass@1 0.192 → 0.336 [0.284, 0.388] with this conf
 """
 
 from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config.files import parse_arg
 
 
 def get_config(arg=None):

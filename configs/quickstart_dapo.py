@@ -5,14 +5,13 @@ soft overlong punishment) on the built-in countdown task, on CPU.
 
 Hardware: 2 CPU cores, ~10-15 minutes (dynamic sampling draws 1.5× the prompts and may
 resample). The optimizer stays at quickstart scale (the paper's lr 1e-6 is for billion-parameter
-models; ``grpo_jax.recipes.dapo`` applies it). Expected: like configs/quickstart.py, with
+models; ``grpo_jax.config.recipes.dapo`` applies it). Expected: like configs/quickstart.py, with
 ``dapo/kept_groups`` near B and ``dapo/rounds`` mostly 1 in metrics.jsonl.
 ``get_config("steps=20")`` shrinks the run.
 """
 
-from grpo_jax import recipes
-from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config import base_config, recipes
+from grpo_jax.config.files import parse_arg
 
 
 def get_config(arg=None):

@@ -7,7 +7,7 @@ Measured (README): held-out pass@1 0.192 → 0.376 [0.319, 0.433] after 200 step
 """
 
 from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config.files import parse_arg
 
 
 def get_config(arg=None):

@@ -4,15 +4,14 @@ built-in countdown task, on CPU.
   python experiments/launch.py --config configs/quickstart_gspo.py --workdir runs/qs_gspo
 
 Hardware: 2 CPU cores, under 10 minutes. The optimizer stays at quickstart scale
-(``grpo_jax.recipes.gspo`` applies the paper's lr 1e-6 / wd 0.1). With one on-policy update per
-batch the ratio is 1 and the narrow clip never bites; ``loss.num_minibatches=2`` (set here)
-makes the second step off-policy so ``clip/*_frac`` shows the clip at work.
+(``grpo_jax.config.recipes.gspo`` applies the paper's lr 1e-6 / wd 0.1). With one on-policy
+update per batch the ratio is 1 and the narrow clip never bites; ``loss.num_minibatches=2``
+(set here) makes the second step off-policy so ``clip/*_frac`` shows the clip at work.
 ``get_config("steps=20")`` shrinks the run.
 """
 
-from grpo_jax import recipes
-from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config import base_config, recipes
+from grpo_jax.config.files import parse_arg
 
 
 def get_config(arg=None):

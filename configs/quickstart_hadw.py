@@ -12,7 +12,7 @@ Tables 1 and 3).
 """
 
 from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config.files import parse_arg
 
 
 def get_config(arg=None):

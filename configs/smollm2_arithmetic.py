@@ -30,7 +30,7 @@ model instead (reward 0 on every rollout of its first three steps at B 8 × G 8)
 import os
 
 from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config.files import parse_arg
 
 GGUF = os.path.expanduser("~/.cache/grpo_jax/SmolLM2-135M-Instruct.Q4_1.gguf")
 

@@ -10,7 +10,7 @@ Expected: the reference the offset runs are compared with (pass@1/pass@8 after R
 
 import pathlib
 
-from grpo_jax.config_file import load_module, parse_arg
+from grpo_jax.config.files import load_module, parse_arg
 
 _BASE = load_module(str(pathlib.Path(__file__).with_name("strategy_offset_neg.py")))
 

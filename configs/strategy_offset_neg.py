@@ -16,7 +16,7 @@ strategy_offset_pos.py (α = +0.5), strategy_offset_shuffle.py (α = −0.5, shu
 """
 
 from grpo_jax.config import base_config
-from grpo_jax.config_file import parse_arg
+from grpo_jax.config.files import parse_arg
 
 ALPHA = -0.5
 

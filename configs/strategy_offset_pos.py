@@ -10,7 +10,7 @@ Expected: ``adv/offset_abs_mean`` above 0.05; compare pass@k with strategy_ancho
 
 import pathlib
 
-from grpo_jax.config_file import load_module, parse_arg
+from grpo_jax.config.files import load_module, parse_arg
 
 _BASE = load_module(str(pathlib.Path(__file__).with_name("strategy_offset_neg.py")))
 

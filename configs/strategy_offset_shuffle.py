@@ -10,7 +10,7 @@ Expected: no better than strategy_anchor.py (the pairing of plan and offset is w
 
 import pathlib
 
-from grpo_jax.config_file import load_module, parse_arg
+from grpo_jax.config.files import load_module, parse_arg
 
 _BASE = load_module(str(pathlib.Path(__file__).with_name("strategy_offset_neg.py")))
 

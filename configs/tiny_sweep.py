@@ -10,7 +10,7 @@ not the methods (nothing is learnt in 3 steps).
 
 import pathlib
 
-from grpo_jax.config_file import load_module
+from grpo_jax.config.files import load_module
 
 _TINY = load_module(str(pathlib.Path(__file__).with_name("tiny_test.py")))
 

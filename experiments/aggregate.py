@@ -18,7 +18,8 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from grpo_jax import aggregate, config_file  # noqa: E402
+from grpo_jax.config import files as config_file
+from grpo_jax.runs import aggregate  # noqa: E402
 
 
 def parse_reference(text: str | None) -> dict | None:

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from grpo_jax import config_file  # noqa: E402
+from grpo_jax.config import files as config_file  # noqa: E402
 
 
 def parse_args(argv: list[str]):
@@ -110,7 +110,7 @@ def results_table(results: dict) -> str:
 def main(argv: list[str]) -> int:
   args, overrides = parse_args(argv)
   if args.sweep or args.pod:
-    from grpo_jax import sweep
+    from grpo_jax.runs import sweep
 
     if args.pod:
       blocks = sweep.pod_commands(args.config, args.workdir, args.pod, args.coordinator, overrides)
@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
     print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
     return int(any(e["status"] == "failed" for e in entries))
   if args.dry_run:
-    from grpo_jax import dry_run
+    from grpo_jax.planning import dry_run
 
     print(dry_run.report(config_file.load(args.config, overrides)))
     return 0

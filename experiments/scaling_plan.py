@@ -3,7 +3,7 @@
 
   python experiments/scaling_plan.py [--mfu 0.4] [--prompts 32]
 
-Prints the table recorded in docs/scaling.md (grpo_jax.memory_plan has the formulas).
+Prints the table recorded in docs/scaling.md (grpo_jax.planning.memory has the formulas).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from grpo_jax import memory_plan as mp  # noqa: E402
 from grpo_jax.models import PRESETS  # noqa: E402
+from grpo_jax.planning import memory as mp  # noqa: E402
 
 MESHES = {
   mp.TPU_V5P_64.name: (mp.TPU_V5P_64, [(1, 32, 1), (4, 8, 1), (2, 8, 2), (1, 8, 4)]),

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from grpo_jax import config_file, models
+from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
-from grpo_jax.train import loop
+from grpo_jax.config import files as config_file
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
@@ -34,7 +34,7 @@ def setup(overrides=(), num_devices=1, sgd=False):
   ``sgd``: plain SGD at rate 1, so θ0 − θ1 is the gradient; else the config's AdamW."""
   cfg = load(tuple(overrides))
   mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[:num_devices])
-  task = loop.build_task(cfg)
+  task = data.build_task(cfg)
   model_cfg = models.ModelConfig.from_config(cfg.model, vocab_size=len(task.tokenizer))
   graphdef, params = models.init_params(model_cfg, cfg.seed)
   optimizer = optax.sgd(1.0) if sgd else make_optimizer(cfg.optimizer)
@@ -48,7 +48,7 @@ def setup(overrides=(), num_devices=1, sgd=False):
 def synthetic_batch(cfg=None, task=None, seed=0):
   """B·G rows of random tokens with unequal completion lengths and mixed rewards per group."""
   cfg = load() if cfg is None else cfg
-  task = loop.build_task(cfg) if task is None else task
+  task = data.build_task(cfg) if task is None else task
   rng = np.random.default_rng(seed)
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
   N, P, T = B * G, task.prompt_len, cfg.sampling.max_new_tokens

@@ -7,7 +7,6 @@ from grpo_jax.models.gguf_io import load_gguf
 from grpo_jax.models.hf_config import from_hf_config, load_hf_config, to_hf_config
 from grpo_jax.models.hf_io import HFModel, abstract_params, hf_name, load_hf, save_hf
 from grpo_jax.models.logprobs import logps_from_logits, token_logps
-from grpo_jax.models.memory import MemoryEstimate, memory_estimate
 from grpo_jax.models.model_config import ModelConfig
 from grpo_jax.models.presets import PRESETS
 from grpo_jax.models.transformer import (
@@ -23,7 +22,6 @@ __all__ = [
   "PRESETS",
   "Family",
   "HFModel",
-  "MemoryEstimate",
   "ModelConfig",
   "Transformer",
   "abstract_params",
@@ -40,7 +38,6 @@ __all__ = [
   "load_pretrained",
   "load_tokenizer",
   "logps_from_logits",
-  "memory_estimate",
   "positions_from_mask",
   "save_hf",
   "to_hf_config",

@@ -1,7 +1,7 @@
 """Named model shapes: test sizes and the published configs of the models the papers train.
 
 Numbers are copied from each Hub checkpoint's ``config.json``; ``load_hf`` reads the real file,
-so a preset is for sizing (``memory_estimate``) and for random-init runs of the same shape.
+so a preset is for sizing (``grpo_jax.planning.memory``) and for random-init runs of the same shape.
 """
 
 from __future__ import annotations

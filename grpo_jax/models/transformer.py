@@ -34,7 +34,7 @@ from flax import nnx
 
 from grpo_jax.models.layers import DecoderLayer, flat_matmul, linear, rms_norm
 from grpo_jax.models.model_config import ModelConfig
-from grpo_jax.sharding_rules import constrain
+from grpo_jax.sharding.rules import constrain
 
 
 class Transformer(nnx.Module):

@@ -18,7 +18,6 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from grpo_jax import sharding_rules as rules
 from grpo_jax.models.shared_prompt import decode_layout, repeat_runs, run_heads
 from grpo_jax.models.transformer import (
   Transformer,
@@ -26,6 +25,7 @@ from grpo_jax.models.transformer import (
   positions_from_mask,
   real_tokens,
 )
+from grpo_jax.sharding import rules as rules
 
 
 @flax.struct.dataclass

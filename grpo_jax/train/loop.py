@@ -17,8 +17,9 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from grpo_jax import config_file, data, models
+from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config import files as config_file
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import evaluate_benchmarks
 from grpo_jax.train import distributed, dynamic_sampling, plots
@@ -31,20 +32,6 @@ from grpo_jax.train.state import init_state, step_keys
 from grpo_jax.train.strategy_rollout import StrategyRollout
 from grpo_jax.train.update import check_shared_prompts, make_update_step
 from grpo_jax.train.warmstart import warm_start
-
-
-def build_task(cfg):
-  """The prompt source named by ``data.task``: 'countdown' (built in) or 'math' (datasets +
-  math-verify grading, tokenized with ``model.hf_path``'s tokenizer)."""
-  if cfg.data.task == "countdown":
-    return data.CountdownTask.from_config(cfg)
-  if cfg.data.task == "math":
-    if not cfg.model.hf_path:
-      raise ValueError("data.task='math' needs model.hf_path (its tokenizer encodes the prompts)")
-    from grpo_jax.data.math.task import MathTask
-
-    return MathTask.from_config(cfg, models.load_tokenizer(cfg.model.hf_path))
-  raise ValueError(f"unknown data.task {cfg.data.task!r}; available: ['countdown', 'math']")
 
 
 def write_json(path: pathlib.Path, obj) -> None:
@@ -80,7 +67,7 @@ def setup(cfg, log=print) -> Setup:
     )
 
   # Data.
-  task = build_task(cfg)
+  task = data.build_task(cfg)
   strategy = StrategyRollout(cfg, task)  # METHODS §5; inactive = plain one-stage sampling
   log(strategy.describe())
 
@@ -88,7 +75,7 @@ def setup(cfg, log=print) -> Setup:
   graphdef, params = models.build_policy(cfg, vocab_size=len(task.tokenizer))
   optimizer = make_optimizer(cfg.optimizer)
 
-  # Shardings (logical-axis rules, grpo_jax.sharding_rules: FSDP × TP for the train state incl.
+  # Shardings (logical-axis rules, grpo_jax.sharding.rules: FSDP × TP for the train state incl.
   # optimizer moments and reference model; tensor-only for the sampler; batch rows split).
   state_shapes = jax.eval_shape(lambda p: init_state(p, optimizer, cfg), params)
   state_shardings = shard_lib.state_shardings(state_shapes, mesh, shard_lib.rules_for(cfg.mesh))

@@ -1,0 +1,37 @@
+"""The task registry: ``data.task`` names a prompt source and how to build it from the config.
+
+A task is the object the loop samples from: ``train_problems(start, count)``, ``benchmarks``,
+``encode_prompts``, ``rewards``, ``decode``, its tokenizer and stop tokens. Add one by adding a
+builder here; ``config.checks`` reads the names for ``data.task``'s valid choices.
+"""
+
+from __future__ import annotations
+
+
+def _countdown(cfg):
+  from grpo_jax.data.countdown import CountdownTask  # noqa: PLC0415
+
+  return CountdownTask.from_config(cfg)
+
+
+def _math(cfg):
+  """Datasets + math-verify grading, tokenized with ``model.hf_path``'s tokenizer."""
+  if not cfg.model.hf_path:
+    raise ValueError("data.task='math' needs model.hf_path (its tokenizer encodes the prompts)")
+  from grpo_jax import models  # noqa: PLC0415
+  from grpo_jax.data.math.task import MathTask  # noqa: PLC0415
+
+  return MathTask.from_config(cfg, models.load_tokenizer(cfg.model.hf_path))
+
+
+TASKS = {"countdown": _countdown, "math": _math}
+
+
+def build_task(cfg):
+  """The prompt source named by ``data.task``."""
+  if cfg.data.task not in TASKS:
+    raise ValueError(f"unknown data.task {cfg.data.task!r}; available: {sorted(TASKS)}")
+  return TASKS[cfg.data.task](cfg)
+
+
+__all__ = ["TASKS", "build_task"]

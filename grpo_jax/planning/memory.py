@@ -1,0 +1,178 @@
+"""Paper-scale memory and step-time plan over an abstract mesh: nothing is allocated.
+
+The train state is built with ``jax.eval_shape`` and placed on a ``jax.sharding.AbstractMesh``
+by the logical-axis rules (``grpo_jax.sharding.rules``), so params / optimizer / reference /
+sampler-copy bytes per device are exact (Σ_leaves shard numel · itemsize). The rest are
+formulas (per device; N rows = B·G, P prompt + R response tokens, L = P + R, dp = data·fsdp,
+tp = tensor, b = micro-batch rows per device):
+
+  kv_cache    = 2 · layers · ⌈N_chunk / dp⌉ · L · Hk/tp · Dh · itemsize      (sampler)
+  activations = layers · b · L · D · itemsize                              (remat full: layer
+                inputs saved) + b · L · (H/tp · L · 4 + 3 · F/tp · itemsize) (one layer's
+                recomputed working set: f32 attention scores, MLP)
+                + b · L · V_chunk · 4 · 2                                  (logits + softmax)
+  flops       = 6 · P_count · N · L (update) + 2 · P_count · N · L (reference, if KL)
+                + 2 · P_count · N · R (sampling) + attention terms 12 · layers · N · L² · H·Dh/2
+  time        = update_flops / (chips · peak · MFU) + decode steps · (weights/tp + kv per
+                device) / HBM bandwidth (decoding is bandwidth bound; roofline)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import numpy as np
+
+from grpo_jax import sharding as shard_lib
+from grpo_jax.models.hf_io import abstract_params
+from grpo_jax.models.model_config import ModelConfig
+from grpo_jax.sharding import rules as rules_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+  name: str
+  chips: int
+  hbm_bytes: float  # per chip
+  peak_flops: float  # bf16 dense, per chip
+  hbm_bandwidth: float  # bytes/s per chip
+
+
+# Published per-chip numbers: TPU v5p (95 GiB HBM2e, 459 TFLOP/s bf16, 2.76 TB/s); v5p-64 is
+# 64 TensorCores = 32 chips (one JAX device each). H100 SXM (80 GB, 989 TFLOP/s, 3.35 TB/s).
+TPU_V5P_64 = Hardware("TPU v5p-64", 32, 95 * 2**30, 459e12, 2.765e12)
+H100_X8 = Hardware("8×H100-80GB", 8, 80e9, 989e12, 3.35e12)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+  prompts: int = 32  # B
+  group_size: int = 16  # G
+  prompt_tokens: int = 512  # P
+  response_tokens: int = 4096  # R
+  micro_batch_rows: int = 1  # b, per device, in the update
+  reference: bool = True  # KL reference model kept
+  remat: str = "full"  # full | none
+  vocab_chunk: int = 8192  # chunked log-probs; 0 = full vocabulary at once
+  sample_chunks: int = 1  # the sampler runs the N rows in this many sequential chunks
+
+  @property
+  def rows(self) -> int:
+    return self.prompts * self.group_size
+
+  @property
+  def seq(self) -> int:
+    return self.prompt_tokens + self.response_tokens
+
+
+def _device_bytes(shapes, shardings) -> int:
+  total = 0
+  for x, s in zip(jax.tree.leaves(shapes), jax.tree.leaves(shardings)):
+    total += math.prod(s.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+  return total
+
+
+def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: float = 0.4) -> dict:
+  """Per-device bytes (dict of ints) and projected seconds of one RL step."""
+  import optax  # noqa: PLC0415
+
+  data, fsdp, tensor = mesh_shape
+  mesh = shard_lib.abstract_mesh(mesh_shape)
+  _, params = abstract_params(model)
+  opt = jax.eval_shape(optax.adamw(1e-6).init, params)
+  train = lambda t: rules_lib.tree_shardings(t, rules_lib.TRAIN, mesh)
+  sample = rules_lib.tree_shardings(params, rules_lib.SAMPLE, mesh)
+  p_bytes = _device_bytes(params, train(params))
+  itemsize = np.dtype(model.dtype).itemsize
+  dp = data * fsdp
+  kv_tp = tensor if model.num_kv_heads % tensor == 0 else 1
+  rows_per_device = math.ceil(work.rows / work.sample_chunks / dp)
+  kv = 2 * model.num_layers * rows_per_device * work.seq * model.num_kv_heads // kv_tp
+  kv *= model.head_dim * itemsize
+  b, L, D = work.micro_batch_rows, work.seq, model.hidden_dim
+  heads_tp = tensor if model.num_heads % tensor == 0 else 1
+  working = b * L * (model.num_heads // heads_tp * L * 4 + 3 * model.mlp_dim // tensor * itemsize)
+  if work.remat == "full":
+    saved = model.num_layers * b * L * D * itemsize
+  else:  # every layer keeps its working set plus q, k, v, o and the MLP input/output
+    saved = model.num_layers * (working + 6 * b * L * D * itemsize)
+  vocab = work.vocab_chunk or model.vocab_size
+  vocab_tp = tensor if vocab % tensor == 0 else 1
+  logits = 2 * b * L * vocab // vocab_tp * 4
+  out = {
+    "params": p_bytes,
+    "optimizer": _device_bytes(opt, train(opt)),
+    "gradients": p_bytes,
+    "reference": p_bytes if work.reference else 0,
+    "sampler_params": _device_bytes(params, sample) if (fsdp > 1) else 0,
+    "kv_cache": kv,
+    "activations": saved + working + logits,
+  }
+  # The sampler copy and KV cache live during rollouts; gradients and activations during the
+  # update. Peak = state + the larger of the two phases.
+  state = out["params"] + out["optimizer"] + out["reference"]
+  rollout_peak = out["sampler_params"] + out["kv_cache"]
+  update_peak = out["gradients"] + out["activations"]
+  out["peak"] = state + max(rollout_peak, update_peak)
+  out["fits"] = out["peak"] <= 0.9 * hw.hbm_bytes
+  out.update(step_time(model, work, hw, mesh_shape, mfu))
+  return out
+
+
+def step_time(model: ModelConfig, work: Workload, hw: Hardware, mesh_shape, mfu: float) -> dict:
+  """FLOP-count projection (training at ``mfu``) and a bandwidth roofline for decoding."""
+  data, fsdp, tensor = mesh_shape
+  n_params = model.num_params
+  N, L, R = work.rows, work.seq, work.response_tokens
+  attn = 2 * model.num_layers * N * L * L * model.num_heads * model.head_dim  # causal QK+PV
+  fwd = 2 * n_params * N * L + attn
+  update = 3 * fwd + (fwd if work.reference else 0)
+  train_s = update / (hw.chips * hw.peak_flops * mfu)
+  weights = n_params * np.dtype(model.param_dtype).itemsize / tensor
+  kv_token = 2 * model.num_layers * model.num_kv_heads * model.head_dim
+  kv_token *= np.dtype(model.dtype).itemsize
+  rows = math.ceil(N / work.sample_chunks / (data * fsdp))
+  # Each decode step reads the local weights and, on average, half-full KV caches.
+  per_step = (weights + rows * kv_token * (work.prompt_tokens + R / 2) / max(1, tensor)) / (
+    hw.hbm_bandwidth
+  )
+  sample_s = work.sample_chunks * R * per_step
+  return {
+    "update_flops": update,
+    "update_s": train_s,
+    "sample_s": sample_s,
+    "step_s": train_s + sample_s,
+  }
+
+
+# The per-device byte entries of a plan, in the order tables print them.
+BYTE_KEYS = (
+  "params",
+  "optimizer",
+  "gradients",
+  "reference",
+  "sampler_params",
+  "kv_cache",
+  "activations",
+  "peak",
+)
+
+
+def format_plan(name: str, mesh_shape, result: dict, hw: Hardware) -> str:
+  gib = lambda v: f"{v / 2**30:7.1f}"
+  cells = " | ".join(gib(result[k]) for k in BYTE_KEYS)
+  fits = "yes" if result["fits"] else "no"
+  mesh = "×".join(map(str, mesh_shape))
+  return (
+    f"| {name} | {hw.name} | {mesh} | {cells} | {fits} | {result['update_s']:.0f} | "
+    f"{result['sample_s']:.0f} | {result['step_s']:.0f} |"
+  )
+
+
+TABLE_HEADER = (
+  "| model | hardware | data×fsdp×tensor | params | optimizer | grads | reference | "
+  "sampler copy | KV cache | activations | peak (GiB/device) | fits | update s | sample s | "
+  "step s |\n|" + "---|" * 15
+)

@@ -1,0 +1,247 @@
+"""A sweep's run directories → one table: overrides × final metrics × held-out results with CIs.
+
+Per run (a directory holding ``config.json``): the overrides it ran (``sweep_run.json``), its
+status (done | failed | partial), each training metric averaged over the last k logged steps
+(``final/<metric>``), and ``before/`` / ``after/`` held-out results (``pass@k`` with the
+bootstrap CI over problems, ``pass@k_lo`` / ``pass@k_hi``, from ``eval/*.json``).
+
+Across seeds (runs whose overrides differ only in ``seed``): n, mean, and a 95% Student-t
+interval over seeds, mean ± t_{0.975, n−1}·s/√n (s with ddof = 1; n = 1 gives no interval).
+With a reference condition, also the paired difference Δ = run − reference of the same seed
+(runs of one seed share warm start and prompts), with the same t interval over seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import pathlib
+
+import numpy as np
+
+from grpo_jax.config import files as config_file
+from grpo_jax.runs.sweep import ERROR, RESULTS, RUN_INFO, SWEEP_INFO
+
+SEED = "seed"
+# Columns the Markdown tables show by default (the CSV holds every column).
+MD_METRICS = ("final/reward/mean", "after/pass@1", "after/pass@8")
+
+
+def _read_json(path: pathlib.Path):
+  return json.loads(path.read_text()) if path.exists() else None
+
+
+def _read_metrics(run_dir: pathlib.Path) -> list[dict]:
+  path = run_dir / "metrics.jsonl"
+  if not path.exists():
+    return []
+  return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def final_metrics(rows: list[dict], last_k: int) -> dict[str, float]:
+  """Mean of each numeric metric over the last ``last_k`` logged steps (NaN-free values)."""
+  tail = rows[-last_k:] if last_k > 0 else rows
+  keys = sorted({k for r in tail for k in r if k != "step"})
+  out = {}
+  for k in keys:
+    vals = [float(r[k]) for r in tail if isinstance(r.get(k), int | float)]
+    vals = [v for v in vals if math.isfinite(v)]
+    if vals:
+      out[f"final/{k}"] = float(np.mean(vals))
+  return out
+
+
+def _eval_columns(prefix: str, result: dict | None) -> dict[str, float]:
+  out = {}
+  for k, v in (result or {}).items():
+    if k.endswith("_ci") and isinstance(v, list | tuple) and len(v) == 2:
+      out[f"{prefix}/{k[:-3]}_lo"], out[f"{prefix}/{k[:-3]}_hi"] = float(v[0]), float(v[1])
+    elif isinstance(v, int | float) and not isinstance(v, bool):
+      out[f"{prefix}/{k}"] = float(v)
+  return out
+
+
+def _after_eval(run_dir: pathlib.Path, results: dict | None) -> dict | None:
+  if results and "after" in results:
+    return results["after"]
+  evals = sorted(
+    (run_dir / "eval").glob("after_step*.json"),
+    key=lambda p: int(p.stem.removeprefix("after_step") or 0),
+  )
+  return _read_json(evals[-1]) if evals else None
+
+
+def load_run(run_dir, last_k: int = 10) -> dict:
+  """One flat row for the run in ``run_dir`` (see the module docstring for the columns)."""
+  run_dir = pathlib.Path(run_dir)
+  info = _read_json(run_dir / RUN_INFO) or {}
+  results = _read_json(run_dir / RESULTS)
+  metrics = _read_metrics(run_dir)
+  status = "done" if results else "failed" if (run_dir / ERROR).exists() else "partial"
+  row = {
+    "name": info.get("name", run_dir.name),
+    "status": status,
+    "steps": metrics[-1]["step"] if metrics else 0,
+  }
+  for k, v in config_file.parse_arg(info.get("arg")).items():  # the run's config argument
+    row[k] = config_file.parse_value(v, None)
+  row.update(info.get("overrides", {}))
+  row.update(final_metrics(metrics, last_k))
+  before = (results or {}).get("before") or _read_json(run_dir / "eval" / "before.json")
+  row.update(_eval_columns("before", before))
+  row.update(_eval_columns("after", _after_eval(run_dir, results)))
+  return row
+
+
+def collect(root, last_k: int = 10) -> list[dict]:
+  """Rows for every run directory under ``root`` (sorted by name); ``root`` itself if it is one."""
+  root = pathlib.Path(root)
+  if (root / "config.json").exists():
+    return [load_run(root, last_k)]
+  dirs = sorted(p for p in root.iterdir() if (p / "config.json").exists() or (p / ERROR).exists())
+  # The sweep's own order (sweep.json) first: conditions then read as the config lists them.
+  order = [e["name"] for e in (_read_json(root / SWEEP_INFO) or {}).get("runs", [])]
+  rank = {name: i for i, name in enumerate(order)}
+  dirs.sort(key=lambda p: (rank.get(p.name, len(rank)), p.name))
+  return [load_run(d, last_k) for d in dirs]
+
+
+def override_keys(rows: list[dict]) -> list[str]:
+  """The override columns, in first-seen order."""
+  keys: list[str] = []
+  for r in rows:
+    for k in r:
+      if k not in keys and k not in ("name", "status", "steps") and "/" not in k:
+        keys.append(k)
+  return keys
+
+
+def t_interval(values) -> tuple[float, float, float]:
+  """(mean, lo, hi): 95% Student-t interval over the values (NaN bounds for n < 2)."""
+  x = np.asarray([v for v in values if v is not None and math.isfinite(v)], np.float64)
+  if len(x) == 0:
+    return math.nan, math.nan, math.nan
+  mean = float(x.mean())
+  if len(x) < 2:
+    return mean, math.nan, math.nan
+  from scipy import stats  # noqa: PLC0415
+
+  half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+  return mean, mean - half, mean + half
+
+
+def _condition(row: dict, keys: list[str]) -> tuple:
+  return tuple((k, row.get(k)) for k in keys if k != SEED)
+
+
+def over_seeds(rows: list[dict], metrics=None, reference: dict | None = None) -> list[dict]:
+  """One row per condition (overrides less ``seed``) over its finished runs: ``n``, and per
+  metric ``<m>`` (mean), ``<m>_lo`` / ``<m>_hi`` (t interval); with ``reference`` (override
+  values naming one condition) also ``delta/<m>`` = paired difference to it, same seed."""
+  keys = override_keys(rows)
+  done = [r for r in rows if r["status"] == "done"]
+  metrics = list(
+    metrics or sorted({k for r in done for k in r if "/" in k and not k.endswith(("_lo", "_hi"))})
+  )
+  groups: dict[tuple, list[dict]] = {}
+  for r in done:
+    groups.setdefault(_condition(r, keys), []).append(r)
+  ref_rows = {}
+  if reference is not None:
+    for r in done:
+      if all(_same(r.get(k), v) for k, v in reference.items()):
+        ref_rows[r.get(SEED)] = r
+  out = []
+  for cond, members in groups.items():
+    row = dict(cond)
+    row["n"] = len(members)
+    row[SEED + "s"] = " ".join(str(m.get(SEED)) for m in members)
+    for m in metrics:
+      row[m], row[m + "_lo"], row[m + "_hi"] = t_interval([r.get(m, math.nan) for r in members])
+      if reference is not None:
+        deltas = [
+          r.get(m, math.nan) - ref_rows[r.get(SEED)].get(m, math.nan)
+          for r in members
+          if r.get(SEED) in ref_rows
+        ]
+        d = t_interval(deltas)
+        row["delta/" + m], row["delta/" + m + "_lo"], row["delta/" + m + "_hi"] = d
+    out.append(row)
+  return out
+
+
+def paired_difference(rows: list[dict], condition: dict, reference: dict, metric: str) -> dict:
+  """Δ = metric(condition) − metric(reference) over the seeds both finished: ``n``, ``mean``,
+  ``lo``, ``hi`` (95% t interval over seeds) and the per-seed ``deltas``."""
+  pick = lambda cond: {
+    r.get(SEED): r
+    for r in rows
+    if r["status"] == "done" and all(_same(r.get(k), v) for k, v in cond.items())
+  }
+  a, b = pick(condition), pick(reference)
+  seeds = [s for s in a if s in b]
+  deltas = [a[s].get(metric, math.nan) - b[s].get(metric, math.nan) for s in seeds]
+  mean, lo, hi = t_interval(deltas)
+  return {"n": len(seeds), "mean": mean, "lo": lo, "hi": hi, "deltas": deltas}
+
+
+def _same(a, b) -> bool:
+  if isinstance(a, bool) or isinstance(b, bool):
+    return bool(a) == bool(b) and type(a) is type(b)
+  if isinstance(a, int | float) and isinstance(b, int | float):
+    return math.isclose(float(a), float(b))
+  return a == b
+
+
+def to_csv(rows: list[dict], path=None) -> str:
+  """CSV text with the union of the rows' columns (first-seen order); written to ``path``."""
+  cols: list[str] = []
+  for r in rows:
+    cols.extend(k for k in r if k not in cols)
+  buf = io.StringIO()
+  writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+  writer.writeheader()
+  writer.writerows(rows)
+  if path is not None:
+    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(path).write_text(buf.getvalue())
+  return buf.getvalue()
+
+
+def _fmt(v) -> str:
+  if isinstance(v, float):
+    return "–" if math.isnan(v) else f"{v:.3f}"
+  return str(v)
+
+
+def _cell(row: dict, m: str) -> str:
+  v, lo, hi = row.get(m, math.nan), row.get(m + "_lo", math.nan), row.get(m + "_hi", math.nan)
+  if isinstance(lo, float) and math.isfinite(lo):
+    return f"{_fmt(v)} [{_fmt(lo)}, {_fmt(hi)}]"
+  return _fmt(v)
+
+
+def to_markdown(rows: list[dict], metrics=MD_METRICS, keys=None, extra=()) -> str:
+  """A Markdown table: override columns, ``extra`` columns, then ``value [lo, hi]`` cells."""
+  keys = override_keys(rows) if keys is None else list(keys)
+  cols = [*keys, *extra, *metrics]
+  lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+  for r in rows:
+    cells = [str(r.get(k, "")) for k in (*keys, *extra)] + [_cell(r, m) for m in metrics]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+__all__ = [
+  "collect",
+  "final_metrics",
+  "load_run",
+  "over_seeds",
+  "override_keys",
+  "paired_difference",
+  "t_interval",
+  "to_csv",
+  "to_markdown",
+]

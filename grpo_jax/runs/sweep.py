@@ -1,0 +1,265 @@
+"""Sweeps: a config file's ``sweep(add)`` expanded into named run directories (big_vision style).
+
+A config file may define, beside ``get_config(arg)``::
+
+  def sweep(add):                      # or sweep(add, arg) to see the file's argument
+    for seed in (0, 1, 2):
+      for alpha in (-0.5, 0.0, 0.5):
+        add(seed=seed, **{"advantage.offset_coef": alpha})
+
+Each ``add(**overrides)`` is one run: dotted config keys → values, applied after the command
+line's ``--config.key=value`` overrides exactly as if typed there. ``add(arg="algo=gspo", ...)``
+also replaces the file's ``get_config`` argument (for settings that change several keys). The
+run directory is ``<root>/<name>``, the name being the argument's and the overrides' ``key=value``
+pairs in call order joined by ``,`` (``advantage.offset_coef=-0.5,seed=0``), so a directory says
+what it ran.
+
+``run_local`` trains the runs one after another in this process. A finished run
+(``results.json`` present) is skipped; an unfinished one resumes from its checkpoints (the loop
+does that by itself); a failing run is recorded (``error.txt`` with the traceback) and the sweep
+goes on. ``pod_commands`` prints, per run, the command every host of a multi-host job runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import pathlib
+import re
+import time
+import traceback
+
+from grpo_jax.config import files as config_file
+
+RESULTS, ERROR, RUN_INFO, SWEEP_INFO, LOG = (
+  "results.json",
+  "error.txt",
+  "sweep_run.json",
+  "sweep.json",
+  "log.txt",
+)
+
+
+def format_value(value) -> str:
+  """The ``--config.key=value`` text that :func:`config_file.parse_value` reads back."""
+  if isinstance(value, bool):
+    return "true" if value else "false"
+  if isinstance(value, tuple | list):
+    return repr(tuple(value))
+  return str(value)
+
+
+def run_name(overrides: dict, arg: str | None = None) -> str:
+  """``{"advantage.offset_coef": -0.5, "seed": 0}`` → ``advantage.offset_coef=-0.5,seed=0``
+  (preceded by the config argument's pairs, if any).
+
+  Characters that do not belong in a path (``/``, spaces, quotes, brackets) become ``_``."""
+  pairs = [f"{k}={v}" for k, v in config_file.parse_arg(arg).items()]
+  text = ",".join(pairs + [f"{k}={format_value(v)}" for k, v in overrides.items()])
+  return re.sub(r"[^A-Za-z0-9_.,=+\-]", "_", text) or "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRun:
+  """One run of a sweep: its directory name and its overrides (dotted key → value)."""
+
+  name: str
+  overrides: dict
+  arg: str | None = None  # the config file's argument for this run (None: the spec's own)
+
+  def spec(self, spec: str) -> str:
+    """``path[:arg]`` of this run: the run's argument replaces the spec's."""
+    return spec if self.arg is None else f"{spec.partition(':')[0]}:{self.arg}"
+
+  def cli_overrides(self) -> list[str]:
+    return [f"{k}={format_value(v)}" for k, v in self.overrides.items()]
+
+
+def expand(spec: str) -> list[SweepRun]:
+  """The runs declared by ``sweep(add)`` in the config file of ``path[:arg]``, in call order.
+
+  A file without ``sweep`` is one run with no overrides. Duplicate runs are an error.
+  """
+  path, _, arg = spec.partition(":")
+  if not pathlib.Path(path).exists():
+    raise FileNotFoundError(f"config file {path} not found")
+  module = config_file.load_module(path)
+  sweep_fn = getattr(module, "sweep", None)
+  if sweep_fn is None:
+    return [SweepRun("default", {})]
+  runs: list[SweepRun] = []
+
+  def add(arg: str | None = None, **overrides):
+    runs.append(SweepRun(run_name(overrides, arg), dict(overrides), arg))
+
+  if len(inspect.signature(sweep_fn).parameters) > 1:
+    sweep_fn(add, arg or None)
+  else:
+    sweep_fn(add)
+  names = [r.name for r in runs]
+  dupes = sorted({n for n in names if names.count(n) > 1})
+  if dupes:
+    raise ValueError(f"sweep of {path} adds the same run more than once: {dupes}")
+  if not runs:
+    raise ValueError(f"sweep of {path} adds no runs")
+  return runs
+
+
+def load_run_config(spec: str, run: SweepRun, overrides=()):
+  """The locked config of one run: the file, then the command-line overrides, then the run's."""
+  return config_file.load(run.spec(spec), [*overrides, *run.cli_overrides()])
+
+
+def run_status(run_dir: str | pathlib.Path) -> str:
+  """``done`` (results.json), ``failed`` (error.txt), ``partial`` (started) or ``new``."""
+  run_dir = pathlib.Path(run_dir)
+  if (run_dir / RESULTS).exists():
+    return "done"
+  if (run_dir / ERROR).exists():
+    return "failed"
+  if (run_dir / RUN_INFO).exists():
+    return "partial"
+  return "new"
+
+
+def _tee(path: pathlib.Path, log):
+  def write(*parts):
+    text = " ".join(str(p) for p in parts)
+    with path.open("a") as f:
+      f.write(text + "\n")
+    log(text)
+
+  return write
+
+
+def _check_same_config(run_dir: pathlib.Path, config_hash: str) -> None:
+  """An unfinished run resumes only under the config it started with."""
+  info_path = run_dir / RUN_INFO
+  if info_path.exists():
+    old = json.loads(info_path.read_text()).get("hash")
+    if old and old != config_hash:
+      raise ValueError(
+        f"{run_dir} was started with config hash {old}, now {config_hash}; the overrides "
+        "changed: use a new sweep directory or delete this run"
+      )
+
+
+def run_one(spec: str, root, run: SweepRun, overrides=(), train_fn=None, log=print) -> dict:
+  """Trains (or resumes, or skips) one run; a failure is written to ``error.txt``, not raised."""
+  run_dir = pathlib.Path(root) / run.name
+  entry = {"name": run.name, "overrides": run.overrides}
+  if run_status(run_dir) == "done":
+    return {**entry, "status": "skipped"}
+  t0 = time.time()
+  try:
+    cfg = load_run_config(spec, run, overrides)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _check_same_config(run_dir, config_file.content_hash(cfg))
+    (run_dir / ERROR).unlink(missing_ok=True)
+    info = {
+      "name": run.name,
+      "spec": run.spec(spec),
+      "arg": run.arg,
+      "overrides": run.overrides,
+      "cli_overrides": list(overrides),
+      "hash": config_file.content_hash(cfg),
+    }
+    (run_dir / RUN_INFO).write_text(json.dumps(info, indent=2, default=str) + "\n")
+    if train_fn is None:
+      from grpo_jax.train import train as train_fn  # noqa: PLC0415 (the loop is heavy)
+    train_fn(cfg, run_dir, log=_tee(run_dir / LOG, log))
+    return {**entry, "status": "done", "seconds": time.time() - t0}
+  except Exception as e:  # noqa: BLE001 (a sweep records any failure and goes on)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / ERROR).write_text(traceback.format_exc())
+    log(f"run {run.name} failed: {type(e).__name__}: {e}")
+    return {**entry, "status": "failed", "seconds": time.time() - t0, "error": repr(e)}
+
+
+def enable_compile_cache(path) -> None:
+  """A persistent XLA compilation cache shared by the sweep's runs: runs that differ only in
+  seed, or in values that stay data (not baked into the program), reuse compiled programs."""
+  import jax  # noqa: PLC0415
+
+  jax.config.update("jax_compilation_cache_dir", str(path))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def run_local(
+  spec: str, root, overrides=(), train_fn=None, log=print, only=None, compile_cache=True
+) -> list[dict]:
+  """Runs every run of the sweep one after another under ``root``; returns one entry per run
+  (status skipped | done | failed) and writes them to ``<root>/sweep.json``.
+
+  ``only``: a substring; runs whose name lacks it are left alone. ``compile_cache``: keep
+  compiled programs in ``<root>/.jax_cache`` (see :func:`enable_compile_cache`)."""
+  root = pathlib.Path(root)
+  root.mkdir(parents=True, exist_ok=True)
+  if compile_cache:
+    enable_compile_cache(root / ".jax_cache")
+  runs = [r for r in expand(spec) if only is None or only in r.name]
+  entries = []
+  for i, run in enumerate(runs):
+    log(f"[sweep {i + 1}/{len(runs)}] {run.name}")
+    entries.append(run_one(spec, root, run, overrides, train_fn, log))
+    summary = {"spec": spec, "cli_overrides": list(overrides), "runs": entries}
+    (root / SWEEP_INFO).write_text(json.dumps(summary, indent=2, default=str) + "\n")
+  return entries
+
+
+def pod_commands(
+  spec: str,
+  root,
+  num_hosts: int,
+  coordinator: str,
+  overrides=(),
+  python: str = "python",
+  skip_done: bool = True,
+) -> list[tuple[str, list[str]]]:
+  """Per run, the ``num_hosts`` commands (host i runs the i-th) of a multi-host job.
+
+  Every host runs the same launcher command with its ``jax.distributed`` settings
+  (``--coordinator_address``, ``--num_processes``, ``--process_id``); the runs go one after
+  another, each started on all hosts together. ``root`` must be a directory every host shares.
+  Finished runs (``results.json`` visible here) are left out when ``skip_done``.
+  """
+  if num_hosts < 1:
+    raise ValueError(f"num_hosts must be >= 1, got {num_hosts}")
+  out = []
+  for run in expand(spec):
+    run_dir = pathlib.Path(root) / run.name
+    if skip_done and run_status(run_dir) == "done":
+      continue
+    flags = " ".join(f"--config.{o}" for o in [*overrides, *run.cli_overrides()])
+    base = f"{python} experiments/launch.py --config {run.spec(spec)} --workdir {run_dir}"
+    cmds = [
+      f"{base} {flags} --coordinator_address={coordinator} --num_processes={num_hosts} "
+      f"--process_id={i}".replace("  ", " ")
+      for i in range(num_hosts)
+    ]
+    out.append((run.name, cmds))
+  return out
+
+
+def format_pod_commands(blocks: list[tuple[str, list[str]]]) -> str:
+  lines = []
+  for name, cmds in blocks:
+    lines.append(f"# run {name}: start on every host at once")
+    lines.extend(f"host {i}: {cmd}" for i, cmd in enumerate(cmds))
+  return "\n".join(lines) if lines else "# every run of this sweep is finished"
+
+
+__all__ = [
+  "SweepRun",
+  "enable_compile_cache",
+  "expand",
+  "format_pod_commands",
+  "format_value",
+  "load_run_config",
+  "pod_commands",
+  "run_local",
+  "run_name",
+  "run_one",
+  "run_status",
+]

@@ -1,0 +1,218 @@
+"""Multi-host through the real launcher: 2 local processes × 4 CPU devices (gloo collectives on
+127.0.0.1) give the same run as 1 process × 8 devices; killing one process makes the other fail
+(no hang) and rerunning both resumes from the checkpoint to the same parameters."""
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+WORKER = [
+  sys.executable,
+  str(ROOT / "tests/multihost_worker.py"),
+  "--config",
+  str(ROOT / "configs/tiny_test.py"),
+]
+OVERRIDES = [
+  "--config.eval.before=false",
+  "--config.eval.after=false",
+  "--config.logging.tensorboard=false",
+  "--config.logging.plot=false",
+  "--config.optimizer.warmup_steps=0",
+  "--config.optimizer.learning_rate=1e-3",
+  "--config.loss.kl_coef=0.05",
+  "--config.mesh.fsdp=2",
+]
+
+
+def _env(devices):
+  env = dict(os.environ)
+  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+  env["JAX_PLATFORMS"] = "cpu"
+  return env
+
+
+def _port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _start_pair(workdir, extra, heartbeat=10):
+  address = f"127.0.0.1:{_port()}"
+  return [
+    subprocess.Popen(
+      WORKER
+      + [
+        "--workdir",
+        str(workdir),
+        f"--coordinator_address={address}",
+        "--num_processes=2",
+        f"--process_id={i}",
+        f"--heartbeat_timeout={heartbeat}",
+      ]
+      + OVERRIDES
+      + extra,
+      env=_env(4),
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      text=True,
+    )
+    for i in range(2)
+  ]
+
+
+def _single(workdir, extra):
+  proc = subprocess.run(
+    WORKER + ["--workdir", str(workdir)] + OVERRIDES + extra,
+    env=_env(8),
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _final(workdir):
+  steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
+  path = workdir / "checkpoints" / str(steps[-1]) / "default"
+  ckpt = ocp.StandardCheckpointer()
+  # Restore onto this process's first device, whatever topology wrote the checkpoint.
+  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  meta = ckpt.metadata(path).item_metadata
+  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), meta)
+  return ckpt.restore(path, target), steps[-1]
+
+
+def _metrics(workdir):
+  return [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _assert_same_run(a, b):
+  (sa, na), (sb, nb) = _final(a), _final(b)
+  assert na == nb
+  for x, y in zip(jax.tree.leaves(sa["params"]), jax.tree.leaves(sb["params"])):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+  ma, mb = _metrics(a), _metrics(b)
+  assert [m["step"] for m in ma] == [m["step"] for m in mb]
+  for key in ("loss/total", "reward/mean", "grad/norm", "adv/abs_mean"):
+    np.testing.assert_allclose(
+      [m[key] for m in ma], [m[key] for m in mb], rtol=1e-5, atol=1e-7, err_msg=key
+    )
+  assert any(m["grad/norm"] > 0 for m in ma)
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_and_resume_after_a_kill(tmp_path):
+  extra = ["--config.steps=6", "--config.checkpoint.every=2"]
+  single = tmp_path / "single"
+  _single(single, extra)
+
+  # 1. Two processes × four devices: the same run.
+  pair = tmp_path / "pair"
+  procs = _start_pair(pair, extra)
+  outs = [p.communicate(timeout=900)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+  _assert_same_run(single, pair)
+  assert not (pair / "metrics.jsonl.1").exists()  # one writer
+
+  # 2. Kill process 1 mid-run: process 0 must exit with an error, not hang.
+  killed = tmp_path / "killed"
+  procs = _start_pair(killed, extra)
+  deadline = time.time() + 600
+  while time.time() < deadline and procs[1].poll() is None:
+    metrics = killed / "metrics.jsonl"
+    if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
+      procs[1].send_signal(signal.SIGKILL)
+      break
+    time.sleep(0.05)
+  procs[1].wait()
+  assert procs[1].returncode == -signal.SIGKILL, "the run ended before it could be killed"
+  t_kill = time.time()
+  procs[0].communicate(timeout=300)
+  assert procs[0].returncode != 0
+  assert time.time() - t_kill < 240
+  _, last = _final(killed)
+  assert last < 6
+
+  # 3. Rerun both: resumes from the checkpoint and ends where the uninterrupted run ended.
+  procs = _start_pair(killed, extra)
+  outs = [p.communicate(timeout=900)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+  assert "resumed from checkpoint" in outs[0]
+  _assert_same_run(single, killed)
+
+
+@pytest.mark.slow
+def test_two_processes_reduce_micro_batch_gradients_once(tmp_path):
+  """Replicated parameters (fsdp = 1: every device on data) and 16-row micro-batches: each
+  device accumulates its own parts under ``microbatch.reduce_once``, whose one all-reduce spans
+  both processes; the run equals one process × eight devices."""
+  extra = ["--config.steps=2", "--config.mesh.fsdp=1", "--config.loss.micro_batch_size=16"]
+  single, pair = tmp_path / "single", tmp_path / "pair"
+  _single(single, extra)
+  procs = _start_pair(pair, extra)
+  outs = [p.communicate(timeout=900)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+  _assert_same_run(single, pair)
+  config = json.loads((pair / "config.json").read_text())
+  assert (
+    config["config"]["mesh"]["fsdp"] == 1 and config["config"]["loss"]["micro_batch_size"] == 16
+  )
+
+
+def _strategy_rollout(texts_by_problem, group_size, num_previews):
+  """A rollout packing ids as the two-stage path does (``strategy_layout``), previews merged
+  when identical; problems are indices into ``texts_by_problem`` (K preview texts each)."""
+  from grpo_jax.sampling import strategy_layout as layout
+
+  def rollout_fn(problems, rng):
+    texts = [t for p in problems for t in texts_by_problem[p]]
+    merged = layout.preview_ids(texts, num_previews, merge_identical=True)
+    group_ids, subgroup_ids, _ = layout.row_ids(merged, group_size, num_previews)
+    return {"group_ids_N": group_ids, "subgroup_ids_N": subgroup_ids}, {}
+
+  return rollout_fn
+
+
+@pytest.mark.parametrize("strategy", [False, True])
+def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy):
+  """One prompt per process, previews merged (the second prompt's two previews are one text):
+  each process's offset ids equal the one-process run's rows. Subgroup ids count preview slots
+  b·K + k (K per prompt) on the two-stage path, prompts on the one-stage path."""
+  from grpo_jax import sharding as shard_lib
+  from grpo_jax.config import base_config
+  from grpo_jax.train import distributed
+
+  G, K = 4, 2
+  cfg = base_config()
+  cfg.strategy.enabled, cfg.strategy.num_previews = strategy, K
+  texts = [["add first", "multiply"], ["guess", " Guess "], ["a", "b"]]
+  if strategy:
+    rollout_fn = _strategy_rollout(texts, G, K)
+  else:
+
+    def rollout_fn(problems, rng):
+      ids = np.repeat(np.arange(len(problems), dtype=np.int32), G)
+      return {"group_ids_N": ids, "subgroup_ids_N": ids.copy()}, {}
+
+  problems_fn = lambda start, count: list(range(start, start + count))
+  single, _ = rollout_fn(problems_fn(0, 3), None)
+  monkeypatch.setattr(jax, "process_count", lambda: 3)
+  parts = []
+  for p in range(3):  # process p holds rows [p·G, (p+1)·G): one prompt
+    monkeypatch.setattr(shard_lib, "process_rows", lambda mesh, n, p=p: (p * G, (p + 1) * G))
+    local_rollout, local_problems = distributed.process_share(rollout_fn, problems_fn, None, G, cfg)
+    parts.append(local_rollout(local_problems(0, 3), None)[0])
+  for key in ("group_ids_N", "subgroup_ids_N"):
+    np.testing.assert_array_equal(np.concatenate([b[key] for b in parts]), single[key], key)

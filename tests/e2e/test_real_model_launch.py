@@ -1,0 +1,126 @@
+"""The papers' path on a real checkpoint: two RL steps of every mode through the launcher on
+SmolLM2-135M-Instruct (its tokenizer and chat template, the math task), then the exported
+policy in transformers.
+
+One subprocess (``tests/real_model_modes.py``, two simulated devices) runs the seven modes one
+after another, so the modes that sample the same shapes share the sampler's compilation; each
+test below reads one run directory.
+"""
+
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
+
+import real_model  # noqa: E402
+from real_model_modes import MODES  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TWO_STAGE = ("presampled", "shuffle", "online")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  root = tmp_path_factory.mktemp("real_modes")
+  hf = real_model.hf_dir()
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+  proc = subprocess.run(
+    [sys.executable, str(ROOT / "tests/real_model_modes.py"), str(root), str(hf)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=3600,
+  )
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  return root, hf
+
+
+def _lines(path: pathlib.Path) -> list[dict]:
+  return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", list(MODES))
+def test_two_rl_steps(runs, mode):
+  workdir = runs[0] / mode
+  metrics = _lines(workdir / "metrics.jsonl")
+  assert [m["step"] for m in metrics] == [1, 2]
+  for m in metrics:
+    assert all(math.isfinite(v) for v in m.values()), m
+    # The sampler's and the trainer's log-probs of the same tokens (METHODS §16).
+    assert 0.0 < m["rollout/logp_gap_mean"] < 1e-4
+    assert m["response/len_mean"] > 1.0  # the chat prompt: the model answers, not just ends
+    # Accuracy in [0, 1]; DAPO's overlong penalty (up to −1) shapes the reward below it.
+    assert (-1.0 if mode == "dapo" else 0.0) <= m["reward/mean"] <= 1.0
+  samples = _lines(workdir / "samples.jsonl")
+  assert {s["step"] for s in samples} == {1, 2}
+  assert all(s["completion"].strip() and s["prompt"] for s in samples)
+  assert all(s["reward"] in (0.0, 1.0) or mode == "dapo" for s in samples)
+  if mode in TWO_STAGE:
+    for m in metrics:
+      assert m["strategy/subgroups_per_prompt"] >= 1.0
+      assert 0.0 <= m["strategy/preview_stopped_frac"] <= 1.0
+  if mode == "presampled":
+    stored = (workdir / "presample" / "meta.json").read_text()
+    assert json.loads(stored)["delimiter"] == "\n"
+  if mode == "hadw" or mode == "online":
+    assert all(0.0 <= m["hadw/batch_acc"] <= 1.0 for m in metrics)
+  if mode == "dapo":
+    assert all(m["dapo/rounds"] >= 1 for m in metrics)
+
+
+@pytest.mark.slow
+def test_exported_policy_generates_the_same_greedy_tokens(runs):
+  """The GRPO run's last checkpoint, exported, in transformers: same greedy tokens as ours."""
+  import torch
+  from transformers import AutoModelForCausalLM, AutoTokenizer
+
+  from grpo_jax import models
+  from grpo_jax.sampling import sample
+
+  out = runs[0] / "export"
+  assert (out / "chat_template.jinja").exists() or "chat_template" in json.loads(
+    (out / "tokenizer_config.json").read_text()
+  )
+  tokenizer = AutoTokenizer.from_pretrained(str(out))
+  text = tokenizer.apply_chat_template(
+    [{"role": "user", "content": "Calculate 4 + 9."}], tokenize=False, add_generation_prompt=True
+  )
+  ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+  hf = AutoModelForCausalLM.from_pretrained(str(out), torch_dtype=torch.float32)
+  ref = hf.generate(
+    torch.tensor([ids]),
+    max_new_tokens=16,
+    do_sample=False,
+    eos_token_id=None,
+    pad_token_id=tokenizer.pad_token_id,
+  )[0, len(ids) :].tolist()
+  ours = models.load_hf(str(out), tokenizer=False)
+  got = sample(
+    ours.graphdef,
+    ours.params,
+    np.array([ids], np.int32),
+    np.ones((1, len(ids)), np.int32),
+    jax.random.PRNGKey(0),
+    max_new_tokens=16,
+    eos_id=-1,
+    pad_id=0,
+    temperature=0.0,
+  )
+  got = np.asarray(got.tokens_NxT)[0].tolist()
+  # Same logits on transformers' greedy sequence, and the same first 8 greedy tokens.
+  seq = torch.tensor([ids + ref])
+  with torch.no_grad():
+    theirs = hf(seq).logits[0, len(ids) - 1 : -1].numpy()
+  mine = np.asarray(ours(seq.numpy()))[0, len(ids) - 1 : -1]
+  assert np.abs(mine - theirs).max() <= 1e-3
+  assert got[:8] == ref[:8]

@@ -1,0 +1,72 @@
+"""The papers' settings as config pieces: each recipe sets exactly its values."""
+
+import pathlib
+
+import pytest
+
+from grpo_jax import losses
+from grpo_jax.config import base_config, recipes
+from grpo_jax.config import files as config_file
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_recipes_set_the_paper_values():
+  # name, kind, (ε_low, ε_high), aggregation (GRPO: HA-DW App. B), dual clip c (verl's
+  # clip_ratio_c on its token loss; verl's GSPO loss has none).
+  for name, kind, eps, agg, dual in [
+    ("grpo", "grpo", (0.2, 0.2), "seq_mean_token_mean", 3.0),
+    ("gspo", "gspo", (3e-4, 4e-4), "seq_mean_token_mean", 0.0),
+    ("dapo", "dapo", (0.2, 0.28), "token_mean", 3.0),
+  ]:
+    cfg = recipes.apply(base_config(), name)
+    assert cfg.loss.kind == kind and cfg.loss.aggregation == agg
+    assert losses.resolve_clip(cfg.loss) == eps
+    assert cfg.loss.dual_clip == dual
+    assert cfg.loss.kl_coef == 0.0
+    assert cfg.optimizer.learning_rate == 1e-6 and cfg.optimizer.weight_decay == 0.1
+    assert cfg.optimizer.grad_clip == 1.0
+    assert (cfg.optimizer.b1, cfg.optimizer.b2) == (0.9, 0.999)  # verl's AdamW
+    assert cfg.dapo.dynamic_sampling == (name == "dapo")
+    assert cfg.dapo.overlong_penalty == (name == "dapo")
+
+
+def test_shaping_only_in_dapo_and_base_optimizer_untouched():
+  for name in ("grpo", "gspo"):
+    cfg = base_config()
+    cfg.dapo.overlong_penalty = cfg.dapo.overlong_filter = cfg.dapo.dynamic_sampling = True
+    recipes.apply(cfg, name)
+    assert not (cfg.dapo.overlong_penalty or cfg.dapo.overlong_filter)
+    assert not cfg.dapo.dynamic_sampling
+  assert base_config().optimizer.b2 == 0.99  # the quickstarts' value stays
+
+
+@pytest.mark.parametrize("config", ["paper_hadw_qwen3_4b", "paper_hadw_qwen3_8b"])
+def test_hadw_paper_eval_settings(config):
+  """avg@16 at T = 1 (AIME25, AMC23; the default) or greedy (MATH500, Minerva, OlympiadBench)."""
+  path = str(ROOT / "configs" / f"{config}.py")
+  avg = config_file.load(path)
+  assert (avg.eval.temperature, avg.eval.num_samples, tuple(avg.eval.ks)) == (1.0, 16, (1, 16))
+  greedy = config_file.load(f"{path}:eval=greedy")
+  assert (greedy.eval.temperature, greedy.eval.num_samples, tuple(greedy.eval.ks)) == (0.0, 1, (1,))
+  for algo in ("grpo", "gspo", "dapo"):
+    cfg = config_file.load(f"{path}:algo={algo}")
+    assert cfg.dapo.overlong_penalty == (algo == "dapo")
+    assert not cfg.dapo.dynamic_sampling  # Table 8: filtering = False
+    assert cfg.optimizer.b2 == 0.999
+  with pytest.raises(ValueError, match="eval must be"):
+    config_file.load(f"{path}:eval=sampled")
+
+
+def test_dapo_pieces():
+  cfg = base_config()
+  cfg.sampling.max_new_tokens = 20
+  recipes.dapo(cfg, overlong_filter=True)
+  assert cfg.dapo.overlong_buffer == 4 and cfg.dapo.overlong_filter
+  assert cfg.dapo.oversample == 3.0 and cfg.dapo.max_sampling_rounds == 10
+  assert not cfg.dapo.require_full_batch
+
+
+def test_unknown_recipe_lists_the_valid_ones():
+  with pytest.raises(ValueError, match="dapo, grpo, gspo"):
+    recipes.apply(base_config(), "ppo")

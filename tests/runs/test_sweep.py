@@ -1,0 +1,183 @@
+"""Sweep expansion, run naming, local execution (skip / resume / failure recording) and pod
+commands, with a stand-in train function (the real loop runs in test_sweep_launch.py)."""
+
+import json
+import pathlib
+import textwrap
+
+import pytest
+
+from grpo_jax.runs import sweep
+from grpo_jax.config import files as config_file
+
+SWEEP_FILE = textwrap.dedent("""
+  from grpo_jax.config import base_config
+
+  def get_config(arg=None):
+    cfg = base_config()
+    cfg.steps = 7
+    return cfg
+
+  def sweep(add):
+    for seed in (0, 1):
+      for alpha in (-0.5, 0.0):
+        add(seed=seed, **{"advantage.offset_coef": alpha, "hadw.enabled": alpha < 0})
+""")
+
+
+@pytest.fixture
+def spec(tmp_path):
+  path = tmp_path / "exp.py"
+  path.write_text(SWEEP_FILE)
+  return str(path)
+
+
+@pytest.mark.parametrize("value", [True, False, 3, -0.5, 1e-6, "window", (1, 8), ("aime24",)])
+def test_format_value_round_trips_through_the_override_parser(value):
+  assert config_file.parse_value(sweep.format_value(value), value) == value
+
+
+def test_expand_names_runs_by_their_overrides_in_call_order(spec):
+  runs = sweep.expand(spec)
+  assert [r.name for r in runs] == [
+    "seed=0,advantage.offset_coef=-0.5,hadw.enabled=true",
+    "seed=0,advantage.offset_coef=0.0,hadw.enabled=false",
+    "seed=1,advantage.offset_coef=-0.5,hadw.enabled=true",
+    "seed=1,advantage.offset_coef=0.0,hadw.enabled=false",
+  ]
+  assert runs[2].overrides == {"seed": 1, "advantage.offset_coef": -0.5, "hadw.enabled": True}
+
+
+def test_run_config_applies_command_line_then_run_overrides(spec):
+  run = sweep.expand(spec)[2]
+  cfg = sweep.load_run_config(spec, run, ["steps=3", "seed=9", "hadw.lambda_scale=2.0"])
+  assert (cfg.seed, cfg.steps, cfg.advantage.offset_coef) == (1, 3, -0.5)  # the run's seed wins
+  assert cfg.hadw.enabled is True and cfg.hadw.lambda_scale == 2.0
+  with pytest.raises(KeyError, match="offset_coef"):
+    sweep.load_run_config(spec, sweep.SweepRun("x", {"advantage.offset_coeff": 1.0}))
+
+
+def test_names_are_path_safe_and_duplicates_rejected(tmp_path):
+  assert sweep.run_name({"data.eval_sets": ("aime24", "hmmt25"), "x": "a/b c"}) == (
+    "data.eval_sets=__aime24_,__hmmt25__,x=a_b_c"
+  )
+  path = tmp_path / "dup.py"
+  path.write_text(SWEEP_FILE.replace("for alpha in (-0.5, 0.0)", "for alpha in (0.0, 0.0)"))
+  with pytest.raises(ValueError, match="more than once"):
+    sweep.expand(str(path))
+  plain = tmp_path / "plain.py"
+  plain.write_text(
+    "from grpo_jax.config import base_config\nget_config = lambda arg=None: base_config()\n"
+  )
+  assert sweep.expand(str(plain)) == [sweep.SweepRun("default", {})]
+
+
+def test_sweep_sees_the_config_argument(tmp_path):
+  path = tmp_path / "arg.py"
+  path.write_text(
+    SWEEP_FILE.replace(
+      "def sweep(add):", "def sweep(add, arg):\n  seeds = int(arg.split('=')[1])"
+    ).replace("(0, 1)", "range(seeds)")
+  )
+  assert len(sweep.expand(f"{path}:seeds=3")) == 6
+
+
+class FakeTrain:
+  """Writes results.json like the loop does; fails for runs whose name contains ``fail``."""
+
+  def __init__(self, fail=""):
+    self.fail, self.calls = fail, []
+
+  def __call__(self, cfg, workdir, log=print):
+    workdir = pathlib.Path(workdir)
+    self.calls.append(workdir.name)
+    log(f"training seed {cfg.seed}")
+    if self.fail and self.fail in workdir.name:
+      raise RuntimeError("diverged")
+    (workdir / "results.json").write_text(json.dumps({"after": {"pass@1": cfg.seed / 10}}))
+
+
+def test_local_sweep_records_failures_skips_finished_and_retries_failed(spec, tmp_path):
+  root = tmp_path / "sweep"
+  train = FakeTrain(fail="seed=0,advantage.offset_coef=0.0")
+  entries = sweep.run_local(
+    spec, root, ["steps=2"], train_fn=train, log=lambda *a: None, compile_cache=False
+  )
+  assert [e["status"] for e in entries] == ["done", "failed", "done", "done"]
+  failed = root / entries[1]["name"]
+  assert "RuntimeError: diverged" in (failed / "error.txt").read_text()
+  assert (
+    sweep.run_status(failed) == "failed" and sweep.run_status(root / entries[0]["name"]) == "done"
+  )
+  assert "training seed 0" in (failed / "log.txt").read_text()
+  summary = json.loads((root / "sweep.json").read_text())
+  assert [e["status"] for e in summary["runs"]] == ["done", "failed", "done", "done"]
+  info = json.loads((root / entries[0]["name"] / "sweep_run.json").read_text())
+  assert info["overrides"] == {"seed": 0, "advantage.offset_coef": -0.5, "hadw.enabled": True}
+  # Re-run: finished runs are skipped; the failed one is retried and its error cleared.
+  train2 = FakeTrain()
+  entries = sweep.run_local(
+    spec, root, ["steps=2"], train_fn=train2, log=lambda *a: None, compile_cache=False
+  )
+  assert [e["status"] for e in entries] == ["skipped", "done", "skipped", "skipped"]
+  assert train2.calls == [failed.name] and not (failed / "error.txt").exists()
+
+
+def test_unfinished_run_with_changed_overrides_is_not_resumed(spec, tmp_path):
+  root = tmp_path / "sweep"
+  run = sweep.expand(spec)[0]
+  # A started, unfinished run (no results.json) under steps=2 ...
+  sweep.run_one(spec, root, run, ["steps=2"], train_fn=lambda *a, **k: None, log=lambda *a: None)
+  assert sweep.run_status(root / run.name) == "partial"
+  # ... is not resumed under another config: the error names both hashes.
+  out = sweep.run_one(spec, root, run, ["steps=5"], train_fn=FakeTrain(), log=lambda *a: None)
+  assert out["status"] == "failed"
+  assert "config hash" in (root / run.name / "error.txt").read_text()
+  out = sweep.run_one(spec, root, run, ["steps=2"], train_fn=FakeTrain(), log=lambda *a: None)
+  assert out["status"] == "done"
+
+
+def test_pod_commands_give_every_host_its_process_id(spec, tmp_path):
+  root = tmp_path / "sweep"
+  blocks = sweep.pod_commands(spec, root, 4, "10.0.0.2:8476", ["steps=2"])
+  assert len(blocks) == 4 and all(len(cmds) == 4 for _, cmds in blocks)
+  name, cmds = blocks[1]
+  for i, cmd in enumerate(cmds):
+    assert f"--workdir {root / name}" in cmd
+    assert "--config.steps=2 --config.seed=0 --config.advantage.offset_coef=0.0" in cmd
+    assert cmd.endswith(f"--coordinator_address=10.0.0.2:8476 --num_processes=4 --process_id={i}")
+  (root / name).mkdir(parents=True)
+  (root / name / "results.json").write_text("{}")
+  assert [n for n, _ in sweep.pod_commands(spec, root, 2, "h:1")] == [
+    b[0] for b in blocks if b[0] != name
+  ]
+  assert "host 3:" in sweep.format_pod_commands(blocks)
+  with pytest.raises(ValueError):
+    sweep.pod_commands(spec, root, 0, "h:1")
+
+
+def test_a_run_may_replace_the_config_argument(tmp_path):
+  path = tmp_path / "algo.py"
+  path.write_text(
+    textwrap.dedent("""
+    from grpo_jax.config import base_config
+    from grpo_jax.config.files import parse_arg
+
+    def get_config(arg=None):
+      cfg = base_config()
+      cfg.loss.kind = parse_arg(arg).get("algo", "grpo")
+      return cfg
+
+    def sweep(add):
+      for algo in ("grpo", "gspo"):
+        add(arg=f"algo={algo}", **{"hadw.enabled": True})
+  """)
+  )
+  runs = sweep.expand(f"{path}:algo=dapo")
+  assert [r.name for r in runs] == ["algo=grpo,hadw.enabled=true", "algo=gspo,hadw.enabled=true"]
+  assert sweep.load_run_config(f"{path}:algo=dapo", runs[1]).loss.kind == "gspo"
+  assert runs[1].spec(f"{path}:algo=dapo") == f"{path}:algo=gspo"
+  ((_, cmds),) = [
+    b for b in sweep.pod_commands(str(path), tmp_path / "r", 1, "h:1") if "gspo" in b[0]
+  ]
+  assert f"--config {path}:algo=gspo " in cmds[0]

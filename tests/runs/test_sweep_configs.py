@@ -1,0 +1,115 @@
+"""Every config file builds, every sweep it declares expands into loadable runs, and the paper
+configs pass the shape-only dry run (abstract mesh, jax.eval_shape) within a v5p chip's HBM."""
+
+import pathlib
+
+import jax
+import pytest
+
+from grpo_jax import models
+from grpo_jax.planning import dry_run
+from grpo_jax.runs import sweep
+from grpo_jax.config import files as config_file
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("*.py"))
+PAPER = [c for c in CONFIGS if pathlib.Path(c).stem.startswith("paper_")]
+HBM_GIB = 95.0  # TPU v5p
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+  monkeypatch.chdir(ROOT)
+
+
+def test_the_paper_configs_exist():
+  stems = {pathlib.Path(c).stem for c in PAPER}
+  assert {
+    "paper_offsets_qwen3_8b",
+    "paper_offsets_olmo3_7b",
+    "paper_hadw_qwen3_4b",
+    "paper_hadw_qwen3_8b",
+  } <= stems
+
+
+@pytest.mark.parametrize("spec", CONFIGS)
+def test_config_and_every_sweep_run_build(spec):
+  cfg = config_file.load(spec)
+  assert cfg.steps > 0
+  runs = sweep.expand(spec)
+  assert len({r.name for r in runs}) == len(runs)
+  for run in runs:
+    run_cfg = sweep.load_run_config(spec, run)
+    for key, value in run.overrides.items():
+      node = run_cfg
+      for part in key.split("."):
+        node = node[part]
+      assert node == value, (run.name, key)
+
+
+@pytest.mark.parametrize("spec", PAPER)
+def test_paper_config_dry_run_fits_a_chip(spec):
+  cfg = config_file.load(spec)
+  plan = dry_run.plan(cfg)
+  assert plan.mesh_shape == (cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
+  assert plan.workload.rows == cfg.sampling.prompts_per_step * cfg.sampling.group_size
+  assert models.PRESETS[cfg.model.preset].num_params == plan.num_params
+  assert 3e9 < plan.num_params < 9e9
+  # fp32 master params and two fp32 Adam moments (no KL reference), split over fsdp × tensor
+  # (tensors whose sizes do not divide, e.g. OLMo's 100,278-entry vocabulary, over fewer).
+  ideal = 3 * 4 * plan.num_params / (cfg.mesh.fsdp * cfg.mesh.tensor)
+  state = plan.bytes["params"] + plan.bytes["optimizer"] + plan.bytes["reference"]
+  assert 0.99 * ideal < state < cfg.mesh.tensor * ideal
+  assert plan.bytes["fits"] and plan.bytes["peak"] / 2**30 < HBM_GIB, dry_run.format_plan(plan)
+  assert "per device" in dry_run.format_plan(plan)
+
+
+def test_paper_sweeps_cover_the_papers_tables():
+  hadw = [r.arg for r in sweep.expand("configs/paper_hadw_qwen3_4b.py")]
+  for lam in ("0.5", "0.8", "1.0", "1.5", "1.7", "2.0"):
+    assert f"algo=grpo,hadw=1,lam={lam}" in hadw
+  for c in ("0.4", "0.5", "0.6"):
+    assert f"algo=grpo,hadw=1,anchor=fixed,c={c}" in hadw
+  assert "algo=grpo,hadw=0,G=16" in hadw
+  assert {f"algo={a},hadw={h}" for a in ("grpo", "gspo", "dapo") for h in (0, 1)} <= set(hadw)
+  g16 = sweep.load_run_config(
+    "configs/paper_hadw_qwen3_4b.py",
+    next(r for r in sweep.expand("configs/paper_hadw_qwen3_4b.py") if r.arg and "G=16" in r.arg),
+  )
+  assert g16.sampling.group_size == 16 and not g16.hadw.enabled
+  dapo = config_file.load("configs/paper_hadw_qwen3_4b.py:algo=dapo")
+  assert (dapo.loss.kind, dapo.loss.clip_high, dapo.steps) == ("dapo", 0.28, 9 * 7500 // 256)
+  assert not dapo.dapo.dynamic_sampling  # the paper's Table 8: filtering = False
+  offsets = sweep.expand("configs/paper_offsets_qwen3_8b.py")
+  alphas = {r.overrides["advantage.offset_coef"] for r in offsets}
+  assert {0.0, -1.0, -0.5, 0.5, 1.0} <= alphas
+  assert sum(r.overrides["advantage.offset_shuffle"] for r in offsets) == 2
+
+
+def test_mini_repro_sweep_has_the_required_conditions():
+  runs = sweep.expand("configs/mini_repro.py")
+  seeds = {r.overrides["seed"] for r in runs}
+  assert len(seeds) >= 3
+  conds = {
+    (
+      r.overrides["advantage.offset_coef"],
+      r.overrides["advantage.offset_shuffle"],
+      r.overrides["hadw.enabled"],
+    )
+    for r in runs
+  }
+  for alpha in (0.0, -1.0, -0.5, 0.5, 1.0):
+    assert (alpha, False, False) in conds
+  assert any(shuffle for _, shuffle, _ in conds) and any(h for _, _, h in conds)
+  cfg = sweep.load_run_config("configs/mini_repro.py", runs[0])
+  assert cfg.strategy.enabled and cfg.advantage.baseline == "subgroup_offset"
+
+
+def test_dry_run_param_bytes_match_real_parameters():
+  """On one CPU device the abstract plan's parameter bytes equal the allocated ones."""
+  cfg = config_file.load("configs/tiny_test.py")
+  plan = dry_run.plan(cfg, num_devices=1)
+  _, params = models.build_policy(cfg, vocab_size=dry_run._widths(cfg)[2])
+  real = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params))
+  assert plan.bytes["params"] == real
+  assert 2 * real <= plan.bytes["optimizer"] <= 2 * real + 64  # two moments + a step count
