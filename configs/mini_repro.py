@@ -29,6 +29,8 @@ differences may well be inside the seed-to-seed noise; docs/mini_repro.md report
 from grpo_jax.config import base_config
 from grpo_jax.config.files import parse_arg
 
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("steps", "seeds")
 SEEDS = (0, 1, 2)
 # name → overrides; every run sets the same keys so the aggregated table has one column each.
 CONDITIONS = {
@@ -44,7 +46,7 @@ CONDITIONS = {
 
 
 def get_config(arg=None):
-  args = parse_arg(arg)
+  args = parse_arg(arg, ARGS)
   cfg = base_config()
   cfg.steps = int(args.get("steps", 25))
   # B = 32 prompts × G = 8 rollouts per step.
@@ -79,7 +81,7 @@ def get_config(arg=None):
 def sweep(add, arg=None):
   # Seed-major: a sweep stopped early still holds complete replicates of every condition.
   # ``configs/mini_repro.py:seeds=5`` adds seeds 3 and 4 to a finished 3-seed sweep.
-  seeds = range(int(parse_arg(arg).get("seeds", len(SEEDS))))
+  seeds = range(int(parse_arg(arg, ARGS).get("seeds", len(SEEDS))))
   for seed in seeds:
     for overrides in CONDITIONS.values():
       full = {

@@ -55,11 +55,13 @@ from grpo_jax.config.files import parse_arg
 CKPT = "/checkpoints/Qwen3-4B-Base"  # a local copy of Qwen/Qwen3-4B-Base (placeholder)
 PRESET = "qwen3_4b_base"
 TRAIN_PROBLEMS = 7500  # MATH train
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("algo", "ckpt", "G", "epochs", "hadw", "anchor", "lam", "c", "eval")
 BENCHMARKS = ("math500", "aime25", "amc23", "minerva", "olympiadbench")
 
 
 def get_config(arg=None):
-  args = parse_arg(arg)
+  args = parse_arg(arg, ARGS)
   algo = args.get("algo", "grpo")
   cfg = base_config()
   # Model: the HF checkpoint, bf16 compute over fp32 master weights, remat, chunked log-probs.

@@ -29,11 +29,12 @@ import pathlib
 from grpo_jax.config.files import load_module, parse_arg
 
 _4B = load_module(str(pathlib.Path(__file__).with_name("paper_hadw_qwen3_4b.py")))
+ARGS = _4B.ARGS  # the arguments of the file it extends
 CKPT = "/checkpoints/Qwen3-8B-Base"  # a local copy of Qwen/Qwen3-8B-Base (placeholder)
 
 
 def get_config(arg=None):
-  args = {"ckpt": CKPT, **parse_arg(arg)}
+  args = {"ckpt": CKPT, **parse_arg(arg, ARGS)}
   cfg = _4B.get_config(",".join(f"{k}={v}" for k, v in args.items()))
   cfg.model.preset = "qwen3_8b_base"
   return cfg

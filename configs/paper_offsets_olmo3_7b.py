@@ -25,11 +25,12 @@ import pathlib
 from grpo_jax.config.files import load_module, parse_arg
 
 _QWEN = load_module(str(pathlib.Path(__file__).with_name("paper_offsets_qwen3_8b.py")))
+ARGS = _QWEN.ARGS  # the arguments of the file it extends
 CKPT = "/checkpoints/Olmo-3-1025-7B"  # a local copy of allenai/Olmo-3-1025-7B (placeholder)
 
 
 def get_config(arg=None):
-  args = {"ckpt": CKPT, **parse_arg(arg)}
+  args = {"ckpt": CKPT, **parse_arg(arg, ARGS)}
   cfg = _QWEN.get_config(",".join(f"{k}={v}" for k, v in args.items()))
   cfg.model.preset = "olmo3_7b_base"
   # TPU v5p-256: 128 chips, one row per data × fsdp device per micro-batch.

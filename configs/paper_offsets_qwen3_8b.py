@@ -36,6 +36,8 @@ Arguments: ``alpha`` (−0.5), ``shuffle`` (0), ``steps`` (300), ``ckpt`` (check
 from grpo_jax.config import base_config, recipes
 from grpo_jax.config.files import parse_arg
 
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("steps", "ckpt", "alpha", "shuffle")
 CKPT = "/checkpoints/Qwen3-8B-Base"  # a local copy of Qwen/Qwen3-8B-Base (placeholder)
 PRESET = "qwen3_8b_base"  # its shape, for --dry_run and random-init smoke runs
 # Coefficient sweep (Qwen3-8B-Base only, as in the paper).
@@ -43,7 +45,7 @@ ALPHAS = (-1.0, -0.75, -0.5, -0.25, 0.25, 0.5, 0.75, 1.0)
 
 
 def get_config(arg=None):
-  args = parse_arg(arg)
+  args = parse_arg(arg, ARGS)
   cfg = base_config()
   cfg.steps = int(args.get("steps", 300))
   # Model: the HF checkpoint, bf16 compute over fp32 master weights, remat, chunked log-probs.

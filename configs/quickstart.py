@@ -20,9 +20,12 @@ Measured (README): held-out pass@1 0.192 → 0.336 [0.284, 0.388] with this conf
 from grpo_jax.config import base_config
 from grpo_jax.config.files import parse_arg
 
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("steps",)
+
 
 def get_config(arg=None):
-  args = parse_arg(arg)
+  args = parse_arg(arg, ARGS)
   cfg = base_config()
   cfg.steps = int(args.get("steps", 150))
   # Strategy-conditioned sampling: 4 plans per prompt, 2 completions per plan.

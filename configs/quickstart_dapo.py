@@ -13,10 +13,13 @@ models; ``grpo_jax.config.recipes.dapo`` applies it). Expected: like configs/qui
 from grpo_jax.config import base_config, recipes
 from grpo_jax.config.files import parse_arg
 
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("steps",)
+
 
 def get_config(arg=None):
   cfg = base_config()
-  args = parse_arg(arg)
+  args = parse_arg(arg, ARGS)
   cfg.steps = int(args.get("steps", 60))
   recipes.dapo_loss(cfg)
   recipes.no_kl(cfg)

@@ -9,10 +9,13 @@ Measured (README): held-out pass@1 0.192 → 0.376 [0.319, 0.433] after 200 step
 from grpo_jax.config import base_config
 from grpo_jax.config.files import parse_arg
 
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("steps",)
+
 
 def get_config(arg=None):
   cfg = base_config()
-  cfg.steps = int(parse_arg(arg).get("steps", 200))
+  cfg.steps = int(parse_arg(arg, ARGS).get("steps", 200))
   # Each group's prompt through the model once in the update (same gradients up to rounding),
   # and the gradient accumulated over chunks of 64 rows (8 groups), which stay in this CPU's
   # caches (docs/performance.md).

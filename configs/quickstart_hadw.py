@@ -14,9 +14,12 @@ Tables 1 and 3).
 from grpo_jax.config import base_config
 from grpo_jax.config.files import parse_arg
 
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("steps", "enabled", "anchor", "c", "lam")
+
 
 def get_config(arg=None):
-  args = parse_arg(arg)
+  args = parse_arg(arg, ARGS)
   cfg = base_config()
   cfg.steps = int(args.get("steps", 60))
   cfg.hadw.enabled = bool(int(args.get("enabled", 1)))

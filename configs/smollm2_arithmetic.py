@@ -32,11 +32,13 @@ import os
 from grpo_jax.config import base_config
 from grpo_jax.config.files import parse_arg
 
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("tiny", "steps", "hf_path", "warmstart")
 GGUF = os.path.expanduser("~/.cache/grpo_jax/SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def get_config(arg=None):
-  args = parse_arg(arg)
+  args = parse_arg(arg, ARGS)
   tiny = bool(int(args.get("tiny", 0)))
   cfg = base_config()
   cfg.steps = int(args.get("steps", 2 if tiny else 16))

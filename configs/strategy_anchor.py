@@ -13,8 +13,9 @@ import pathlib
 from grpo_jax.config.files import load_module, parse_arg
 
 _BASE = load_module(str(pathlib.Path(__file__).with_name("strategy_offset_neg.py")))
+ARGS = _BASE.ARGS  # the arguments of the file it extends
 
 
 def get_config(arg=None):
-  args = {"alpha": "0.0", **parse_arg(arg)}
+  args = {"alpha": "0.0", **parse_arg(arg, ARGS)}
   return _BASE.get_config(",".join(f"{k}={v}" for k, v in args.items()))

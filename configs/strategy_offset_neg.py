@@ -18,11 +18,13 @@ strategy_offset_pos.py (α = +0.5), strategy_offset_shuffle.py (α = −0.5, shu
 from grpo_jax.config import base_config
 from grpo_jax.config.files import parse_arg
 
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("steps", "source", "alpha", "shuffle", "hadw")
 ALPHA = -0.5
 
 
 def get_config(arg=None):
-  args = parse_arg(arg)
+  args = parse_arg(arg, ARGS)
   cfg = base_config()
   cfg.steps = int(args.get("steps", 60))
   # Two-stage sampling: K plans of at most 2 operators + ';' per prompt, presampled once.

@@ -13,6 +13,7 @@ import pathlib
 from grpo_jax.config.files import load_module
 
 _TINY = load_module(str(pathlib.Path(__file__).with_name("tiny_test.py")))
+ARGS = _TINY.ARGS  # the arguments of the file it extends
 
 
 def get_config(arg=None):

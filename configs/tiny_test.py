@@ -4,10 +4,13 @@ python experiments/launch.py --config configs/tiny_test.py --workdir /tmp/tiny
 """
 
 from grpo_jax.config import base_config
+from grpo_jax.config.files import parse_arg
+
+ARGS = ()  # get_config takes no argument; any is an error
 
 
 def get_config(arg=None):
-  del arg
+  parse_arg(arg, ARGS)
   cfg = base_config()
   cfg.steps = 2
   cfg.model.hidden_dim = 32

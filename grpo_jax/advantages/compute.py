@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from grpo_jax.advantages import segments as seg
 from grpo_jax.advantages.baselines import USES_OFFSETS, get_baseline
@@ -21,6 +22,7 @@ from grpo_jax.advantages.hadw import hadw_weights, update_anchor
 from grpo_jax.advantages.normalize import normalize
 from grpo_jax.advantages.offsets import group_stats, valid_rows
 from grpo_jax.advantages.shuffle import offset_permutation, recentring_mean
+from grpo_jax.config import views
 
 AUX_KEYS = (
   "adv/mean",
@@ -45,9 +47,32 @@ RAW_ROUNDING = 2.0**-20
 
 
 def _groups(cfg):
+  """The typed ``advantage`` and ``hadw`` views (``grpo_jax.config.views``) of ``cfg``: an
+  Experiment, or a ConfigDict experiment (converted, with each group's checks)."""
   if "advantage" in cfg and "hadw" in cfg:
-    return cfg.advantage, cfg.hadw
+    return views.of(cfg["advantage"], "advantage"), views.of(cfg["hadw"], "hadw")
   raise ValueError("cfg needs the 'advantage' and 'hadw' groups (a whole experiment config works)")
+
+
+def check_ids(group_ids_N, subgroup_ids_N) -> None:
+  """Rejects concrete ids >= N (N = the number of rows; negative = padding is allowed).
+
+  The segment reductions have N slots, so an id >= N would silently fall out of every
+  statistic: its row gets A = 0 and leaves the batch accuracy. Traced ids (inside jit) cannot
+  be checked; there the ids must be dense by contract (the rollouts number groups by prompt
+  and subgroups by preview slot, both < N)."""
+  for name, ids in (("group_ids_N", group_ids_N), ("subgroup_ids_N", subgroup_ids_N)):
+    if ids is None or isinstance(ids, jax.core.Tracer):
+      continue
+    ids = np.asarray(ids)
+    n = ids.shape[0]
+    bad = ids >= n
+    if bad.any():
+      i = int(np.argmax(bad))
+      raise ValueError(
+        f"{name}[{i}] = {int(ids[i])} is outside [0, N = {n}): ids must be row-global and "
+        "below the number of rows (negative = padding)"
+      )
 
 
 def row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng) -> jax.Array:
@@ -82,8 +107,12 @@ def compute(
 ) -> tuple[jax.Array, dict[str, jax.Array], dict[str, jax.Array]]:
   """Advantages for one step (METHODS §1-3). Returns (advantages_N, new_anchor, aux).
 
-  rewards_N float in [0, 1]; group_ids_N / subgroup_ids_N int ids < N, global over the rows,
-  negative = padded row (``subgroup_ids_N=None`` means one subgroup per group). ``anchor`` is
+  rewards_N float in [0, 1]; group_ids_N / subgroup_ids_N int ids in [0, N), global over the
+  rows, negative = padded row (``subgroup_ids_N=None`` means one subgroup per group). Concrete
+  ids (host arrays) >= N are a ValueError (:func:`check_ids`); traced ids (under jit) are not
+  checked and must be dense: an id >= N would give its row A = 0 and drop it from y_t.
+  ``cfg``: an ``Experiment`` of typed views (``grpo_jax.config.views.build``) or a ConfigDict
+  experiment, whose ``advantage`` / ``hadw`` groups are converted to their views. ``anchor`` is
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
   by the offset shuffle only). ``aux`` holds the scalars named in ``AUX_KEYS``.
   ``batch_acc``: HA-DW's y_t when the rows are not every sampled response of the step (DAPO's
@@ -95,6 +124,7 @@ def compute(
   (the two are the same when nothing shapes the reward).
   """
   adv_cfg, hadw_cfg = _groups(cfg)
+  check_ids(group_ids_N, subgroup_ids_N)
   rewards_N = jnp.asarray(rewards_N, jnp.float32)
   group_ids_N = jnp.asarray(group_ids_N, jnp.int32)
   subgroup_ids_N = group_ids_N if subgroup_ids_N is None else jnp.asarray(subgroup_ids_N, jnp.int32)

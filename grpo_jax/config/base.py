@@ -1,9 +1,11 @@
 """The base experiment config: every key grpo_jax reads, with its default.
 
 Experiment files in ``configs/`` start from :func:`base_config` and change fields. Configs are
-locked after loading (:func:`finalize`): an unknown or misspelt key is an error naming it and the
-nearest valid key. Groups follow ARCHITECTURE.md: model, data, sampling, strategy, advantage,
-hadw, loss, dapo, optimizer, warmstart, mesh, eval, checkpoint, logging.
+validated and locked after loading (:func:`finalize`): an unknown or misspelt key is an error
+naming it and the nearest valid key, a bad value one naming the key and its valid choices or
+range (the typed views, ``grpo_jax.config.views``). Groups follow ARCHITECTURE.md: model, data,
+sampling, strategy, advantage, hadw, loss, dapo, optimizer, warmstart, mesh, eval, checkpoint,
+logging.
 """
 
 from __future__ import annotations
@@ -269,12 +271,13 @@ def check_keys(cfg: ConfigDict, reference: ConfigDict | None = None, prefix: str
 
 
 def finalize(cfg: ConfigDict) -> ConfigDict:
-  """Validates keys against the base config, then the values (``config_checks``), and locks
-  the config."""
-  from grpo_jax.config.checks import check_values
+  """Validates keys against the base config, then builds the typed views
+  (``grpo_jax.config.views.build``: every value's type, choices and range, and the cross-key
+  rules), and locks the config. Raises KeyError / ValueError naming the first bad key."""
+  from grpo_jax.config import views
 
   check_keys(cfg)
-  check_values(cfg)
+  views.build(cfg)
   cfg.lock()
   return cfg
 

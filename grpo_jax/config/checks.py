@@ -1,72 +1,249 @@
-"""Value checks run when a config is loaded (``config.finalize``), before any model is built.
+"""The validation the typed views (``grpo_jax.config.views``) run when a config is loaded.
 
-Every key whose value is one of a few names is checked against the table of the module that
-reads it, and the error names the key and the valid choices. Cross-key rules that would
-otherwise fail minutes into a run (a warm start on a set without reference solutions) are
-checked here too.
+Three kinds of rule, each failing with a ValueError that names the key:
+
+* a field's type, from its annotation (``int``, ``float``, ``bool``, ``str``, ``tuple[T, ...]``):
+  a string where a number is expected, a float or an int where a bool is, fail;
+* a field's choices (:data:`CHOICES`, the names of the registry of the module that reads the
+  key, so the error lists exactly the names the code accepts) and its range
+  (``ge``/``gt``/``le``/``lt``);
+* cross-key rules (:func:`check_experiment`): combinations the code would reject, or silently
+  make meaningless, minutes into a run (loss.num_minibatches not dividing B·G, more previews
+  than completions, the subgroup-offset baseline without strategy sampling, ...).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
+import typing
+
+import numpy as np
+
+# The names each enum-valued key accepts. They mirror the registries of the modules that read
+# the keys (listed in REGISTRIES; tests/config/test_views.py checks they agree), written out so
+# that loading a config imports neither jax nor the data and model stacks: a bad value fails
+# in well under a second.
+CHOICES: dict[str, tuple[str, ...]] = {
+  "model.family": ("llama", "olmo3", "qwen3"),
+  "model.dtype": ("bfloat16", "float32"),
+  "model.param_dtype": ("bfloat16", "float32"),
+  "model.remat": ("dots", "full", "none"),
+  "data.task": ("countdown", "math"),
+  "data.template": ("boxed", "dapo", "hadw"),
+  "strategy.source": ("online", "presampled"),
+  "advantage.baseline": ("group", "rloo", "subgroup_offset"),
+  "advantage.scale": ("batch", "group", "none"),
+  "advantage.scale_of": ("advantages", "rewards"),
+  "advantage.offset_shuffle_scope": ("batch", "prompt"),
+  "hadw.anchor": ("fixed", "kalman", "window"),
+  "hadw.sigma_of": ("beliefs", "observations"),
+  "loss.kind": ("dapo", "grpo", "gspo"),
+  "loss.aggregation": (
+    "seq_mean_token_mean",
+    "seq_mean_token_sum",
+    "seq_mean_token_sum_norm",
+    "token_mean",
+  ),
+  "loss.kl_estimator": ("k1", "k2", "k3"),
+  "mesh.train_rules": ("replicated", "sample", "train"),
+  "mesh.sample_rules": ("replicated", "sample", "train"),
+}
+
+# key -> (module, table) whose names CHOICES mirrors.
+REGISTRIES: dict[str, tuple[str, str]] = {
+  "model.family": ("grpo_jax.models.families", "FAMILIES"),
+  "model.dtype": ("grpo_jax.models.model_config", "DTYPES"),
+  "model.param_dtype": ("grpo_jax.models.model_config", "DTYPES"),
+  "data.task": ("grpo_jax.data.registry", "TASKS"),
+  "data.template": ("grpo_jax.data.math.templates", "TEMPLATES"),
+  "advantage.baseline": ("grpo_jax.advantages.baselines", "BASELINES"),
+  "advantage.scale": ("grpo_jax.advantages.normalize", "SCALES"),
+  "advantage.scale_of": ("grpo_jax.advantages.normalize", "SCALE_OF"),
+  "advantage.offset_shuffle_scope": ("grpo_jax.advantages.shuffle", "SCOPES"),
+  "hadw.anchor": ("grpo_jax.advantages.hadw", "ANCHORS"),
+  "hadw.sigma_of": ("grpo_jax.advantages.hadw", "SIGMA_OF"),
+  "loss.kind": ("grpo_jax.losses.policy", "LOSS_KINDS"),
+  "loss.aggregation": ("grpo_jax.losses.aggregation", "AGGREGATIONS"),
+  "loss.kl_estimator": ("grpo_jax.losses.kl", "KL_ESTIMATORS"),
+  "mesh.train_rules": ("grpo_jax.sharding.rules", "PRESETS"),
+  "mesh.sample_rules": ("grpo_jax.sharding.rules", "PRESETS"),
+}
 
 
-def _choices() -> dict[str, tuple[str, ...]]:
-  from grpo_jax.advantages.baselines import BASELINES
-  from grpo_jax.advantages.hadw import ANCHORS, SIGMA_OF
-  from grpo_jax.advantages.normalize import SCALE_OF, SCALES
-  from grpo_jax.advantages.shuffle import SCOPES
-  from grpo_jax.data.math.templates import TEMPLATES
-  from grpo_jax.data.registry import TASKS
-  from grpo_jax.losses.aggregation import AGGREGATIONS
-  from grpo_jax.losses.kl import KL_ESTIMATORS
-  from grpo_jax.losses.policy import LOSS_KINDS
-
-  return {
-    "data.task": tuple(TASKS),
-    "data.template": tuple(TEMPLATES),
-    "strategy.source": ("presampled", "online"),
-    "advantage.baseline": tuple(BASELINES),
-    "advantage.scale": tuple(SCALES),
-    "advantage.scale_of": SCALE_OF,
-    "advantage.offset_shuffle_scope": SCOPES,
-    "hadw.anchor": ANCHORS,
-    "hadw.sigma_of": SIGMA_OF,
-    "loss.kind": tuple(LOSS_KINDS),
-    "loss.aggregation": tuple(AGGREGATIONS),
-    "loss.kl_estimator": tuple(KL_ESTIMATORS),
-    "model.remat": ("none", "full", "dots"),
-  }
+def spec(*, choices: bool = False, ge=None, gt=None, le=None, lt=None, off=None, doc: str = ""):
+  """A view field's rules: ``choices`` (the key's names in :data:`CHOICES`), bounds, and
+  ``off``: a value outside the bounds that is still allowed (e.g. -1 = 'the default')."""
+  meta = {"choices": choices, "ge": ge, "gt": gt, "le": le, "lt": lt, "off": off, "doc": doc}
+  return dataclasses.field(metadata=meta)
 
 
-def _get(cfg, key: str):
-  node = cfg
-  for part in key.split("."):
-    node = node[part]
-  return node
+def _type_name(tp) -> str:
+  if typing.get_origin(tp) is tuple:
+    return f"a tuple of {typing.get_args(tp)[0].__name__}"
+  return {int: "an int", float: "a float", bool: "a bool", str: "a string"}[tp]
 
 
-def check_values(cfg) -> None:
-  """Raises ValueError naming the first bad key and its valid choices."""
-  for key, valid in _choices().items():
-    value = _get(cfg, key)
+def _coerce_scalar(value, tp):
+  """``value`` as ``tp``, or raises TypeError. Ints pass as floats; nothing else converts."""
+  if tp is bool:
+    if isinstance(value, bool | np.bool_):
+      return bool(value)
+  elif tp is int:
+    if isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_):
+      return int(value)
+  elif tp is float:
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+      value, bool | np.bool_
+    ):
+      return float(value)
+  elif tp is str:
+    if isinstance(value, str):
+      return value
+  raise TypeError
+
+
+def coerce(key: str, value, tp):
+  """``value`` checked against the annotation ``tp`` (see the module docstring)."""
+  try:
+    if typing.get_origin(tp) is tuple:
+      if not isinstance(value, tuple | list):
+        raise TypeError
+      (elem, _) = typing.get_args(tp)
+      return tuple(_coerce_scalar(v, elem) for v in value)
+    return _coerce_scalar(value, tp)
+  except TypeError:
+    raise ValueError(
+      f"config key {key} = {value!r} ({type(value).__name__}) must be {_type_name(tp)}"
+    ) from None
+
+
+def _bound_text(meta) -> str:
+  parts = [f"{op} {meta[k]}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))]
+  parts = [p for p, k in zip(parts, ("ge", "gt", "le", "lt"), strict=True) if meta[k] is not None]
+  text = " and ".join(parts)
+  return text + (f" (or {meta['off']!r})" if meta["off"] is not None else "")
+
+
+def check_field(key: str, value, meta) -> None:
+  """The choices and range rules of one field (already of its type)."""
+  if meta["choices"]:
+    valid = CHOICES[key]
     if value not in valid:
       raise ValueError(f"config key {key} = {value!r} is not one of {sorted(valid)}")
-  d = cfg.data
+  if meta["off"] is not None and value == meta["off"]:
+    return
+  values = value if isinstance(value, tuple) else (value,)
+  for v in values:
+    bad = (
+      (meta["ge"] is not None and not v >= meta["ge"])
+      or (meta["gt"] is not None and not v > meta["gt"])
+      or (meta["le"] is not None and not v <= meta["le"])
+      or (meta["lt"] is not None and not v < meta["lt"])
+      or (isinstance(v, float) and not math.isfinite(v))
+    )
+    if bad:
+      raise ValueError(f"config key {key} = {value!r} must be {_bound_text(meta)}")
+
+
+def build_view(cls, group: str, values):
+  """``cls`` (a frozen view dataclass) from a mapping ``values`` (a ConfigDict group), every
+  field typed and checked; the group's own cross-field rules run in ``cls.check``."""
+  hints = typing.get_type_hints(cls)
+  names = [f.name for f in dataclasses.fields(cls)]
+  missing = [n for n in names if n not in values]
+  if missing:
+    raise ValueError(f"config group {group} lacks key(s) {missing}")
+  kwargs = {}
+  for f in dataclasses.fields(cls):
+    key = f"{group}.{f.name}"
+    kwargs[f.name] = coerce(key, values[f.name], hints[f.name])
+    check_field(key, kwargs[f.name], f.metadata)
+  view = cls(**kwargs)
+  view.check()
+  return view
+
+
+def fail(message: str) -> typing.NoReturn:
+  raise ValueError(message)
+
+
+def check_experiment(e) -> None:
+  """Cross-group rules of a whole experiment (``views.Experiment``)."""
+  s, st, adv, loss, dapo, ev = e.sampling, e.strategy, e.advantage, e.loss, e.dapo, e.eval
+  rows = s.prompts_per_step * s.group_size
+  active = st.enabled and st.num_previews > 1  # as StrategyRollout.active
+  if st.enabled and st.num_previews > s.group_size:
+    fail(
+      f"config key strategy.num_previews = {st.num_previews} must be in [1, "
+      f"sampling.group_size = {s.group_size}] (each preview needs a completion)"
+    )
+  if st.enabled and ev.with_strategy and st.num_previews > ev.num_samples:
+    fail(
+      f"config key strategy.num_previews = {st.num_previews} must be in [1, eval.num_samples = "
+      f"{ev.num_samples}] with eval.with_strategy"
+    )
+  if ev.with_strategy and not active:
+    fail(
+      "config key eval.with_strategy = True needs strategy sampling (strategy.enabled = True "
+      "and strategy.num_previews > 1); without it the evaluation is silently one-stage"
+    )
+  if adv.baseline == "subgroup_offset" and not active:
+    fail(
+      "config key advantage.baseline = 'subgroup_offset' needs strategy sampling "
+      "(strategy.enabled = True and strategy.num_previews > 1): without it every subgroup is "
+      "its group and every offset is 0; use advantage.baseline = 'group'"
+    )
+  if adv.offset_shuffle and adv.baseline != "subgroup_offset":
+    fail(
+      f"config key advantage.offset_shuffle = True has no effect with advantage.baseline = "
+      f"{adv.baseline!r}; it shuffles the offsets of 'subgroup_offset'"
+    )
+  if rows % loss.num_minibatches:
+    fail(
+      f"config key loss.num_minibatches = {loss.num_minibatches} must divide the B·G = "
+      f"{s.prompts_per_step}·{s.group_size} = {rows} rows of a step"
+    )
+  mb_rows = rows // loss.num_minibatches
+  if 0 < loss.micro_batch_size < mb_rows and mb_rows % loss.micro_batch_size:
+    fail(
+      f"config key loss.micro_batch_size = {loss.micro_batch_size} must divide the {mb_rows} "
+      "rows of a minibatch (B·G / loss.num_minibatches), or be 0"
+    )
+  if dapo.overlong_penalty and dapo.overlong_buffer <= 0:
+    fail(
+      f"config key dapo.overlong_buffer = {dapo.overlong_buffer} must be > 0 tokens with "
+      "dapo.overlong_penalty"
+    )
+  if ev.ks and max(ev.ks) > ev.num_samples:
+    fail(f"config key eval.ks = {ev.ks} must be in [1, eval.num_samples = {ev.num_samples}]")
+  _check_data(e)
+
+
+def _check_data(e) -> None:
+  d = e.data
   if d.chat_template not in ("auto", "none") and not os.path.isfile(d.chat_template):
-    raise ValueError(
+    fail(
       f"config key data.chat_template = {d.chat_template!r} is neither 'auto', 'none' nor an "
       "existing template file"
     )
-  if d.task == "math" and cfg.warmstart.enabled and not d.train_path:
+  if d.task == "math" and e.warmstart.enabled and not d.train_path:
     from grpo_jax.data.math import TRAIN_SETS, has_solutions
 
     if not has_solutions(d.train_set):
       with_solutions = sorted(n for n in TRAIN_SETS if has_solutions(n))
-      raise ValueError(
+      fail(
         f"warmstart.enabled needs reference solutions, and data.train_set = {d.train_set!r} "
         f"has none; sets with solutions: {with_solutions} (or warmstart.enabled = False)"
       )
 
 
-__all__ = ["check_values"]
+def check_values(cfg) -> None:
+  """Builds the typed views of ``cfg`` (a whole experiment), raising on the first bad key."""
+  from grpo_jax.config import views
+
+  views.build(cfg)
+
+
+__all__ = ["CHOICES", "REGISTRIES", "check_experiment", "check_values", "coerce", "spec"]

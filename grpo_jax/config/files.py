@@ -1,13 +1,16 @@
 """Loading experiment files (``configs/*.py``) and command-line overrides.
 
 ``load("configs/quickstart.py:steps=20", ["loss.kind=dapo"])`` imports the file, calls its
-``get_config(arg)``, applies ``key=value`` overrides (typed like the value they replace), checks
-every key against :func:`grpo_jax.config.base_config` and locks the result.
+``get_config(arg)`` (whose argument names :func:`parse_arg` checks), applies ``key=value``
+overrides (parsed like ``ml_collections.config_flags``, to the type of the value they replace:
+:func:`parse_value`), checks every key against :func:`grpo_jax.config.base_config`, builds the
+typed views (validating every value, ``grpo_jax.config.views``) and locks the result.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -17,41 +20,84 @@ from ml_collections import ConfigDict
 
 from grpo_jax.config import base as config_lib
 
+_TRUE, _FALSE = ("true", "t", "1", "yes", "on"), ("false", "f", "0", "no", "off")
+
+
+def _literal(text: str):
+  """A Python literal, else the text itself (an unquoted string), as ``config_flags``' literal
+  parser does; ``true`` / ``false`` in any case are booleans."""
+  if text.lower() in ("true", "false"):
+    return text.lower() == "true"
+  try:
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text
+
+
+def _tuple(text: str) -> tuple:
+  """``a,b`` / ``(a, b)`` / ``[1, 2]`` / ``1`` -> a tuple; elements are literals or unquoted
+  strings; ``''`` and ``()`` are the empty tuple."""
+  text = text.strip()
+  try:
+    value = ast.literal_eval(text) if text else ()
+  except (ValueError, SyntaxError):
+    inner = text[1:-1] if text[:1] + text[-1:] in ("()", "[]") else text
+    value = tuple(_literal(x.strip()) for x in inner.split(",") if x.strip())
+  if isinstance(value, tuple | list):
+    return tuple(value)
+  return (value,)
+
 
 def parse_value(text: str, current):
-  """Parses ``text`` to the type of ``current`` (bool, int, float, str, tuple)."""
+  """Parses a command-line value ``text`` to the type of the ``current`` value, as
+  ``ml_collections.config_flags`` does for a field of that type:
+
+  * bool: ``true/t/1`` or ``false/f/0`` in any case (and ``yes/on``, ``no/off``);
+  * int: a literal integer (``7``, ``0x10``, ``1_000``; ``1e3`` when it is a whole number);
+  * float: ``float(text)``;
+  * str: the text as is, unquoted (``--config.model.hf_path=/ckpt/x``);
+  * tuple / list: ``a,b``, ``(a, b)`` or ``[a, b]``, each element a Python literal or an
+    unquoted string (``aime24,aime25`` -> ``('aime24', 'aime25')``; ``1,8`` -> ``(1, 8)``);
+  * None (an untyped field): a Python literal, else the text as a string.
+  """
   if isinstance(current, bool):
     lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
+    if lowered in _TRUE:
       return True
-    if lowered in ("0", "false", "no", "off"):
+    if lowered in _FALSE:
       return False
-    raise ValueError(f"expected a boolean, got {text!r}")
+    raise ValueError(f"expected a boolean (true/false/1/0), got {text!r}")
   if isinstance(current, int):
-    return int(float(text)) if float(text).is_integer() else _raise(text, "an integer")
-  if isinstance(current, float):
-    return float(text)
-  if isinstance(current, tuple | list):
-    value = (
-      ast.literal_eval(text)
-      if text.strip()[:1] in "(["
-      else tuple(ast.literal_eval(x) for x in text.split(",") if x.strip())
-    )
-    return tuple(value) if isinstance(value, tuple | list) else (value,)
-  if current is None:
     try:
-      return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-      return text
+      return int(text.strip(), 0)
+    except ValueError:
+      pass
+    try:
+      number = float(text)
+    except ValueError:
+      number = None
+    if number is None or not number.is_integer():
+      raise ValueError(f"expected an integer, got {text!r}")
+    return int(number)
+  if isinstance(current, float):
+    try:
+      return float(text)
+    except ValueError:
+      raise ValueError(f"expected a float, got {text!r}") from None
+  if isinstance(current, tuple | list):
+    return _tuple(text)
+  if current is None:
+    return _literal(text.strip())
   return text
 
 
-def _raise(text, what):
-  raise ValueError(f"expected {what}, got {text!r}")
+def parse_arg(arg: str | None, allowed) -> dict[str, str]:
+  """``"steps=20,hadw=1"`` -> ``{"steps": "20", "hadw": "1"}`` for ``get_config(arg)``.
 
-
-def parse_arg(arg: str | None) -> dict[str, str]:
-  """``"steps=20,hadw=1"`` -> ``{"steps": "20", "hadw": "1"}`` for ``get_config(arg)``."""
+  ``allowed``: the argument names the config file reads (its ``ARGS``); any other name is a
+  ValueError naming the nearest and every valid one, so a misspelt argument never passes
+  unnoticed."""
+  allowed = tuple(allowed)
   if not arg:
     return {}
   out = {}
@@ -59,7 +105,14 @@ def parse_arg(arg: str | None) -> dict[str, str]:
     if "=" not in part:
       raise ValueError(f"config argument {part!r} must look like key=value")
     key, value = part.split("=", 1)
-    out[key.strip()] = value.strip()
+    key = key.strip()
+    if key not in allowed:
+      near = difflib.get_close_matches(key, allowed, n=1, cutoff=0.0)
+      hint = f"did you mean {near[0]!r}? " if near else ""
+      raise ValueError(
+        f"unknown config argument {key!r}; {hint}valid arguments: {sorted(allowed) or 'none'}"
+      )
+    out[key] = value.strip()
   return out
 
 
@@ -79,12 +132,20 @@ def load(spec: str, overrides: list[str] = ()) -> ConfigDict:
     raise FileNotFoundError(f"config file {path} not found")
   cfg = load_module(path).get_config(arg or None)
   config_lib.check_keys(cfg)
+  seen = set()
   for item in overrides:
     key, sep, text = item.partition("=")
     if not sep:
       raise ValueError(f"override {item!r} must look like key=value")
     current = _get(cfg, key)
-    config_lib.override(cfg, key, parse_value(text, current))
+    try:
+      value = parse_value(text, current)
+    except ValueError as e:
+      raise ValueError(f"config key {key}: {e}") from None
+    if isinstance(current, tuple | list) and key in seen:
+      value = tuple(current) + value  # repeated flags append, as in config_flags
+    seen.add(key)
+    config_lib.override(cfg, key, value)
   return config_lib.finalize(cfg)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from grpo_jax.config import views
 from grpo_jax.losses.registry import lookup
 
 
@@ -30,9 +31,7 @@ def denominators(mask_NxT, cfg_loss) -> dict:
   step gives 0; the aggregations divide by max(·, 1)). Call it on the whole step's mask, outside
   any micro-batch loop, and pass the result to every ``policy_loss`` call of the step.
   """
-  norm_length = int(cfg_loss.norm_length)
-  if norm_length < 0:
-    raise ValueError(f"loss.norm_length must be >= 0 (0 = the mask's width), got {norm_length}")
+  norm_length = views.of(cfg_loss, "loss").norm_length  # the view checks it is >= 0
   valid_NxT = jnp.asarray(mask_NxT) > 0
   t_max = norm_length if norm_length > 0 else valid_NxT.shape[1]
   return {

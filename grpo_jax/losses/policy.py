@@ -16,6 +16,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from grpo_jax.config import views
 from grpo_jax.losses import ratios
 from grpo_jax.losses.aggregation import AGGREGATIONS, token_mean
 from grpo_jax.losses.kl import KL_ESTIMATORS, kl_penalty
@@ -44,6 +45,7 @@ LOSS_KINDS = {
 
 def resolve_clip(cfg_loss) -> tuple[float, float]:
   """(ε_low, ε_high): ``loss.clip_low`` / ``clip_high``, a negative value meaning the kind's."""
+  cfg_loss = views.of(cfg_loss, "loss")
   kind = lookup(LOSS_KINDS, cfg_loss.kind, "loss.kind")
   eps_low = float(cfg_loss.clip_low) if cfg_loss.clip_low >= 0 else kind.eps_low
   eps_high = float(cfg_loss.clip_high) if cfg_loss.clip_high >= 0 else kind.eps_high
@@ -53,11 +55,7 @@ def resolve_clip(cfg_loss) -> tuple[float, float]:
 
 
 def _check(cfg_loss, ref_logps_NxT, entropy_NxT) -> None:
-  dual = float(cfg_loss.dual_clip)
-  if dual != 0.0 and dual <= 1.0:
-    raise ValueError(f"loss.dual_clip must be 0 (off) or > 1, got {dual}")
-  if float(cfg_loss.ratio_log_clamp) <= 0:
-    raise ValueError(f"loss.ratio_log_clamp must be > 0, got {cfg_loss.ratio_log_clamp}")
+  # The values themselves are checked by the ``loss`` view; these rules need the inputs.
   if ref_logps_NxT is None and float(cfg_loss.kl_coef) != 0.0:
     raise ValueError(
       f"loss.kl_coef = {cfg_loss.kl_coef} needs ref_logps_NxT (the reference model's "
@@ -88,7 +86,8 @@ def policy_loss(
     advantages_N: per-row advantage A_i (constant; broadcast over the row's tokens).
     mask_NxT: 1/True on tokens that enter the loss (METHODS stmt 14); anything at masked
       positions of the other inputs (padding, -inf, NaN) is ignored, in values and gradients.
-    cfg_loss: the ``loss`` ConfigDict group, read at trace time.
+    cfg_loss: the typed ``loss`` view (``grpo_jax.config.views.Loss``) or the ``loss``
+      ConfigDict group (converted, and checked, by ``views.of``), read at trace time.
     denoms: ``denominators(mask of the WHOLE step, cfg_loss)``, the same for every micro-batch.
     ref_logps_NxT: log π_ref (constant); None = no KL term (loss.kl_coef must be 0).
     entropy_NxT: per-token policy entropy H_t (differentiated); None = no entropy term
@@ -109,6 +108,7 @@ def policy_loss(
     Fractions and means divide by the step's valid-token count (token_mean), whatever the
     loss aggregation, so they stay fractions.
   """
+  cfg_loss = views.of(cfg_loss, "loss")
   kind = lookup(LOSS_KINDS, cfg_loss.kind, "loss.kind")
   agg = lookup(AGGREGATIONS, cfg_loss.aggregation, "loss.aggregation")
   lookup(KL_ESTIMATORS, cfg_loss.kl_estimator, "loss.kl_estimator")  # fail early on a typo
