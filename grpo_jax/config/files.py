@@ -91,13 +91,13 @@ def parse_value(text: str, current):
   return text
 
 
-def parse_arg(arg: str | None, allowed) -> dict[str, str]:
+def parse_arg(arg: str | None, allowed=None) -> dict[str, str]:
   """``"steps=20,hadw=1"`` -> ``{"steps": "20", "hadw": "1"}`` for ``get_config(arg)``.
 
-  ``allowed``: the argument names the config file reads (its ``ARGS``); any other name is a
-  ValueError naming the nearest and every valid one, so a misspelt argument never passes
-  unnoticed."""
-  allowed = tuple(allowed)
+  ``allowed``: the argument names the config file reads (its ``ARGS``; every ``configs/*.py``
+  passes them); any other name is a ValueError naming the nearest and every valid one, so a
+  misspelt argument never passes unnoticed. None (the sweep and aggregation tools, which only
+  split an argument they pass on) accepts any name."""
   if not arg:
     return {}
   out = {}
@@ -106,7 +106,8 @@ def parse_arg(arg: str | None, allowed) -> dict[str, str]:
       raise ValueError(f"config argument {part!r} must look like key=value")
     key, value = part.split("=", 1)
     key = key.strip()
-    if key not in allowed:
+    if allowed is not None and key not in allowed:
+      allowed = tuple(allowed)
       near = difflib.get_close_matches(key, allowed, n=1, cutoff=0.0)
       hint = f"did you mean {near[0]!r}? " if near else ""
       raise ValueError(
