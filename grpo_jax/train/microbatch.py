@@ -23,11 +23,6 @@ from jax.sharding import PartitionSpec as P
 
 from grpo_jax import sharding as shard_lib
 
-# With replicated parameters, each device accumulates its own parts and the gradient is
-# all-reduced once per optimizer step (:func:`reduce_once`). False = the partitioner's
-# all-reduce of every part inside the loop (the plain path; benchmarks' A/B).
-REDUCE_ONCE = True
-
 
 def num_parts(num_rows: int, part_rows: int, what: str) -> int:
   """How many parts of ``part_rows`` rows (0 = one part) ``num_rows`` splits into, exactly."""
@@ -123,7 +118,7 @@ def reduce_once_applies(mesh, blocks: int) -> bool:
   """Whether the rows sit in ``blocks`` = one block per device of ``mesh``'s batch axes (more
   than one), so each device can accumulate its own parts."""
   devices = 1 if mesh is None else shard_lib.batch_size_multiple(mesh)
-  return REDUCE_ONCE and devices > 1 and blocks == devices
+  return devices > 1 and blocks == devices
 
 
 def reduce_once(grad_step, mesh):
