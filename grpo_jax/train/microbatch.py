@@ -11,8 +11,8 @@ with ``mesh``): one all-reduce per optimizer step instead of the one per part th
 partitioner would otherwise put inside the loop.
 
 Losses divide by step-global denominators (``grpo_jax.losses.denominators``), so the
-micro-batch losses, gradients and aux metrics SUM to the full-batch values (METHODS §4,
-stmt 13): accumulation adds, never averages.
+micro-batch losses, gradients and aux metrics SUM to the full-batch values (METHODS §4
+statement 13): accumulation adds, never averages.
 """
 
 from __future__ import annotations
