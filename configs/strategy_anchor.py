@@ -4,7 +4,7 @@
 
 Hardware: 2 CPU cores, under 10 minutes. Everything else as ``strategy_offset_neg.py`` (the
 same presampled plans, K = 4, G = 8, single-stage evaluation); only the baseline
-differs: α = 0 gives b_i = μ_g exactly (METHODS §1.1).
+differs: α = 0 gives b_i = μ_g exactly (METHODS §1 statement 1).
 Expected: the reference the offset runs are compared with (pass@1/pass@8 after RL).
 """
 

@@ -4,7 +4,7 @@
 
 Hardware: 2 CPU cores, under 10 minutes. Everything else as ``strategy_offset_neg.py`` (the
 same presampled plans, K = 4, G = 8, single-stage evaluation); only the offsets
-δ_s are randomly permuted among a prompt's plans each step (METHODS §1.5).
+δ_s are randomly permuted among a prompt's plans each step (METHODS §1 statement 5).
 Expected: no better than strategy_anchor.py (the pairing of plan and offset is what matters).
 """
 

@@ -54,18 +54,6 @@ def best_of(fn, n: int = 3) -> float:
   return min(times)
 
 
-def best_of_pair(fn_a, fn_b, n: int = 3) -> tuple[float, float]:
-  """Best-of-n wall times of two blocking calls, alternated (a, b, a, b …) so that a shared
-  machine's drift hits both alike."""
-  times_a, times_b = [], []
-  for _ in range(n):
-    for fn, times in ((fn_a, times_a), (fn_b, times_b)):
-      t0 = time.perf_counter()
-      fn()
-      times.append(time.perf_counter() - t0)
-  return min(times_a), min(times_b)
-
-
 def matmul_ceiling(sizes=(1024, 2048), n: int = 5) -> dict:
   """The machine's dense fp32 matmul rate: best-of-n of a jitted n×n @ n×n, best size.
 

@@ -1,50 +1,34 @@
-"""How fast can a decode step, an update and an RL step of the benchmark models be here? Bounds.
+"""What bounds a decode step and an RL step of the benchmark models on this machine.
 
 A decode step of B rows must (1) run the model's matmuls at M = B rows — every projection, the
-MLP and the unembedding — and (2) read every weight and every cached key and value once. This
-script measures both in isolation, in the same process, next to the machine's matmul ceiling:
+MLP and the unembedding — and (2) read every cached key and value once. This script measures
+both in isolation, in the same process, next to the machine's matmul ceiling:
 
 * ``gemm_chain``: a ``fori_loop`` of decode steps that do only the model's GEMMs (same shapes,
   one distinct weight per layer as in the real model, a residual add between them so each
   depends on the last; no attention, no norms, no sampling). Its tokens/s is an upper bound
   for any sampler built on XLA:CPU's GEMMs: the real step does strictly more.
 * ``read_gb_s``: the machine's streaming read bandwidth (a jitted sum over 256 MiB), and the
-  bytes a step must read (weights + the KV cache at the mean context of a 32 + 128 run), which
-  give a second, independent lower bound on the step time.
+  bytes a step must read (weights + the KV cache at the mean context of a 32 + 128 run).
 * ``sampler_tok_s_bound``: B / (GEMM chain + reading the KV cache at that bandwidth + the
-  prefill's FLOPs at the ceiling, spread over the T steps): what a whole sampling run of
+  prefill's FLOPs at the ceiling, spread over the T steps): what a sampling run of
   ``bench_sampler.py`` could reach if attention cost only its cache read and nothing else
   (norms, RoPE, softmax, the draw) cost anything.
+* ``update_gemms_s``: the update's GEMMs alone — ``jax.grad`` of every projection and of the
+  completion positions' unembedding at the update's shapes, accumulated over chunks of
+  ``--micro_batch_size`` rows with the library's ``train.microbatch.accumulate_grads``; no
+  attention, norms, RoPE, SiLU or optimizer.
+* ``step_bound_s`` (``rl_step_bound``): one RL step of ``bench_step.py`` at best: T decode
+  steps of the GEMM chain, each reading the KV cache once, the prefill at the ceiling, and the
+  update's GEMMs; each group's prompt (``--step_group`` rows) runs once in the prefill and in
+  the update, as the library does. ``bench_step.py --bound`` measures it in the same run as
+  TRL's step.
 
-* ``update_gemms_s``: the update's GEMMs alone — ``jax.grad`` of every projection and of
-  the completion positions' unembedding at the update's shapes (N rows × P + T positions,
-  distinct weights per layer), accumulated over chunks of ``--micro_batch_size`` rows with the
-  library's ``train.microbatch.accumulate_grads``; no attention, norms, RoPE, SiLU or optimizer.
-  A lower bound on any update built on XLA:CPU's GEMMs at these shapes.
-* ``step_bound_s`` (``rl_step_bound``): one RL step of ``bench_step.py`` (N = prompts × group
-  rows, P prompt and T new tokens) at best: T decode steps of the GEMM chain at N rows, each
-  reading the KV cache once, the prefill at the ceiling, and the update's GEMM chain; each
-  group's prompt (``--step_group`` rows) runs once in the prefill and in the update, as the
-  sampler's ``prompt_share`` and the update's ``loss.share_prompt`` run it.
-  ``bench_step.py --bound`` measures it in the same run as TRL's step, so the best ratio this
-  machine allows sits next to the measured one.
-
-The two GEMM chains split their rows over the library's mesh, so with ``--cpu_devices 2`` each
+The GEMM chains split their rows over the library's mesh, so with ``--cpu_devices 2`` each
 core runs its half, as the sampler and the update do with one device per core.
 
-* ``--gemms``: standalone rates of single GEMMs (M x K x N, operands hot in cache), by default
-  the shapes of the tiny model's update (64 rows x 96 tokens = 6,144 positions, width 128).
-* ``--attention_slots``: the decode attention alone (the library's ``attend_cached``: q·kᵀ,
-  softmax, p·v, one distinct cache per layer) over S slots, per step of all layers, and the
-  rate at which it reads its keys and values; its rows split over the library's mesh, so that
-  ``--cpu_devices 2`` runs each core's half on that core (the standalone GEMMs run on one
-  device whatever the count).
-
   python experiments/bench_decode_bound.py                    # tiny + small, B 64, ~1 min
-  python experiments/bench_decode_bound.py --sizes small --batch 32
-  python experiments/bench_decode_bound.py --cpu_devices 2 --gemms ""   # one device per core
-
-``docs/performance.md`` compares these bounds with the measured sampler and ``generate``.
+  python experiments/bench_decode_bound.py --cpu_devices 2    # one device per core
 """
 
 from __future__ import annotations
@@ -58,7 +42,6 @@ import jax
 import jax.numpy as jnp
 
 from grpo_jax import sharding as shard_lib
-from grpo_jax.models.layers import attend_cached
 from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.train import microbatch
 
@@ -128,7 +111,7 @@ def update_gemm_chain_s(
   """Seconds of one update's GEMMs alone: the gradient of every projection (q, k, v, o, gate,
   up, down: dx and dW) and of the completion positions' unembedding, over ``rows`` rows of
   P + T positions, accumulated over chunks of ``micro`` rows (0 = one pass) and reduced over
-  the devices as the library's update does (``microbatch.REDUCE_ONCE``); with ``share`` > 1
+  the devices once, as the library's update does (``microbatch.reduce_once``); with ``share`` > 1
   the prompt's P positions once per ``share`` rows (``loss.share_prompt``)."""
   s = bc.SIZES[name]
   D, F, H, Hk = s["hidden"], s["mlp"], s["heads"], s["kv_heads"]
@@ -188,15 +171,14 @@ def rl_step_bound(
   read_gb_s: float,
   ceiling: float,
   group: int = 1,
-  share_prompt: bool = True,
 ) -> dict:
   """One RL step of ``rows`` completions in groups of ``group`` at best: the sampling bound
   plus the update's GEMMs, each prompt run once per device-local run of its group in the
-  prefill (as the sampler does) and, with ``share_prompt``, in the update (as
-  ``loss.share_prompt`` does: per run inside a chunk of ``micro`` rows)."""
+  prefill (as the sampler does) and in the update (as ``loss.share_prompt`` does: per run
+  inside a chunk of ``micro`` rows)."""
   devices = jax.device_count()
   k = microbatch.num_parts(rows, micro, "micro")
-  share = group_run(group, rows, k, microbatch.row_blocks(rows, k, devices)) if share_prompt else 1
+  share = group_run(group, rows, k, microbatch.row_blocks(rows, k, devices))
   prefill_share = group_run(group, rows, 1, microbatch.row_blocks(rows, 1, devices))
   sampling = sampling_bound(name, rows, P, T, read_gb_s, ceiling, prefill_share)
   sampling_s = sampling["sampling_bound_s"]
@@ -217,51 +199,11 @@ def rl_step_bound(
   }
 
 
-def attention_step(name: str, batch: int, slots: int, steps: int = 50, reps: int = 5) -> dict:
-  """Seconds per decode step of every layer's cached attention over ``slots`` slots, alone."""
-  s = bc.SIZES[name]
-  H, Hk, Dh = s["heads"], s["kv_heads"], s["hidden"] // s["heads"]
-  key = jax.random.key(0)
-  normal = lambda i, shape: jax.random.normal(jax.random.fold_in(key, i), shape)
-  kv = [
-    (normal(2 * l, (batch, Hk, Dh, slots)), normal(2 * l + 1, (batch, Hk, slots, Dh)))
-    for l in range(s["layers"])
-  ]
-  kv, mask_Bx1xS = _rows(kv), _rows(jnp.ones((batch, 1, slots), bool))
-
-  @jax.jit
-  def loop(q_Bx1xHxDh, kv):
-    def body(_, q):
-      for k, v in kv:  # each layer's output feeds the next query, as in the model
-        q = q + attend_cached(q, k, v, mask_Bx1xS, Dh**-0.5)
-      return q
-
-    return jax.lax.fori_loop(0, steps, body, q_Bx1xHxDh)
-
-  q = _rows(normal(999, (batch, 1, H, Dh)))
-  run = lambda: jax.block_until_ready(loop(q, kv))
-  run()
-  t = bc.best_of(run, reps) / steps
-  kv_mb = 4 * s["layers"] * 2 * batch * Hk * Dh * slots / 1e6
-  row = {"model": name, "B": batch, "slots": slots, "devices": jax.device_count()}
-  row.update(ms_per_step=1e3 * t, kv_mb=kv_mb)
-  return {**row, "read_gb_s": kv_mb / 1e3 / t}
-
-
 def read_bandwidth_gb_s(mib: int = 256, reps: int = 5) -> float:
   x = jnp.ones((mib * 2**20 // 4 // 1024, 1024), jnp.float32)
   f = jax.jit(lambda x: jnp.sum(x, axis=0))
   f(x).block_until_ready()
   return mib * 2**20 / bc.best_of(lambda: f(x).block_until_ready(), reps) / 1e9
-
-
-def gemm_rate(M: int, K: int, N: int, reps: int = 20) -> dict:
-  a = jax.random.normal(jax.random.key(0), (M, K))
-  b = jax.random.normal(jax.random.key(1), (K, N))
-  f = jax.jit(lambda a, b: a @ b)
-  f(a, b).block_until_ready()
-  t = bc.best_of(lambda: f(a, b).block_until_ready(), reps)
-  return {"gemm": f"{M}x{K}x{N}", "ms": 1e3 * t, "gflops": 2 * M * K * N / t / 1e9}
 
 
 def step_bytes(name: str, batch: int, context: float) -> dict:
@@ -288,13 +230,11 @@ def main():
     help="RL step bound: rows per prompt, each prompt run once per device-local run of its "
     "group in the prefill and the update (1 = once per row)",
   )
-  ap.add_argument("--gemms", default="6144x128x384,6144x384x128,6144x128x128,128x6144x384")
-  ap.add_argument("--attention_slots", default="", help="e.g. 96,160,544,1056; '' skips")
   ap.add_argument(
     "--cpu_devices",
     type=int,
     default=0,
-    help="CPU devices the GEMM chains and the attention split their rows over (0 = one)",
+    help="CPU devices the GEMM chains split their rows over (0 = one)",
   )
   ap.add_argument("--json", default="")
   args = ap.parse_args()
@@ -321,25 +261,11 @@ def main():
   if steps:
     print()
     print(bc.fmt_table(steps, list(steps[0])))
-  gemms = [gemm_rate(*map(int, g.split("x"))) for g in filter(None, args.gemms.split(","))]
-  if gemms:
-    print()
-    print(bc.fmt_table(gemms, ["gemm", "ms", "gflops"]))
-  attention = [
-    attention_step(name, B, int(S))
-    for name in filter(None, args.sizes.split(","))
-    for S in filter(None, args.attention_slots.split(","))
-  ]
-  if attention:
-    print()
-    print(bc.fmt_table(attention, list(attention[0])))
   if args.json:
     out = {
       "machine": info,
       "bounds": rows,
       "step_bounds": steps,
-      "gemms": gemms,
-      "attention": attention,
     }
     with open(args.json, "w") as f:
       json.dump(out, f, indent=2)

@@ -2,41 +2,28 @@
 
 Same checkpoint (``bench_common``), same work: 8 prompts of 32 random tokens × 8 completions,
 64 new tokens each (no early stop), a cheap host-side reward, the GRPO surrogate with μ = 1, no
-KL (TRL's default β = 0), AdamW, fp32 everywhere. Ours runs each group's prompt through the
-model once: in the sampler's prefill, as every rollout does, and in the update
-(``loss.share_prompt``; ``--share_prompt 0`` turns it off), the same results as one pass per row
-up to float rounding. Both sides may accumulate gradients over
-micro-batches (ours: ``--micro_batch_size``, default 8 rows, whose activations stay in the CPU's
-caches; TRL: each of ``--trl_micro_batch_sizes``, the ratio taken against its fastest); the
-gradient is the whole batch's either way. With several devices ours all-reduces it once per
-step (``microbatch.REDUCE_ONCE``; ``--reduce_once 0``: once per micro-batch, as the
-partitioner places it). Ours goes through the library's own path
-(``train.rollout.rollout`` and ``train.update.make_update_step``) and reports the breakdown:
-sampling, rewards (decode + grade on the host), log-probs (one extra forward pass over the
-batch — part of a step only with μ > 1 or KL; timed for reference), update, checkpoint (an
-orbax save of the whole state, not part of the step rate: TRL saves every 500 steps by default)
-and the number of XLA compilations of steps 1, 2, 3 (2 and 3 must be 0). TRL (installed with
-``pip install -e .[bench]``) runs ``--trl_steps`` steps; a step's time is taken between the
-trainer's step callbacks, best of all steps (torch compiles nothing). The two sides alternate
-(``--interleave``, default 1): after our first, compiling step, one of ours runs in TRL's
-step-end callback after each TRL step (outside TRL's timed interval), so both sample the same
-minutes of a shared machine whose speed drifts; the run then also reports each pair's ratio
-(TRL's step / our next one; each TRL run's first step, torch's warm-up, left out) and their
-median. ``--interleave 0``: all of ours first, then TRL. MFU = the update's model FLOPs
-(3 × forward: projections, attention over the causal context and the unembedding of the
-completion positions) / time / the matmul ceiling measured first in the same run. ``--bound``
-adds, measured in the same run, the step's bound on this machine
-(``bench_decode_bound.rl_step_bound``: the sampling's GEMMs, KV reads and prefill, plus the
-update's GEMMs alone) and the best ratio to TRL it allows.
+KL (TRL's default β = 0), AdamW, fp32 everywhere. Ours goes through the library's own path
+(``train.rollout.rollout`` and ``train.update.make_update_step``), runs each group's prompt
+once (the sampler's prefill and ``loss.share_prompt``) and accumulates the gradient over
+micro-batches of ``--micro_batch_size`` rows (default 8, whose activations stay in the CPU's
+caches); TRL runs each of ``--trl_micro_batch_sizes`` (gradient accumulation or not) and the
+ratio is taken against its faster setting. The gradient is the whole batch's either way.
+
+Ours reports the breakdown: sampling, rewards (decode + grade on the host), log-probs (one
+extra forward pass — part of a step only with μ > 1 or KL; timed for reference), update,
+checkpoint (an orbax save, not part of the step rate: TRL saves every 500 steps by default)
+and the XLA compilations of each step (steps 2 onwards must be 0). TRL (``pip install -e
+.[bench]``) runs ``--trl_steps`` steps, timed between the trainer's step callbacks. The two
+sides alternate: after our first, compiling step, one of ours runs in TRL's step-end callback
+after each TRL step (outside TRL's timed interval), so both sample the same minutes of a
+machine whose speed drifts; the run reports best over best and the median of each pair's
+ratio (TRL's step / our next one; each TRL run's first step, torch's warm-up, left out).
+MFU = the update's model FLOPs (3 × forward) / time / the matmul ceiling measured first in
+the same run. ``--bound`` adds the step's bound on this machine, measured in the same run
+(``bench_decode_bound.rl_step_bound``), and the best ratio to TRL it allows.
 
   python experiments/bench_step.py                    # tiny + small, ours + TRL twice, ~8 min
-  python experiments/bench_step.py --sizes small --steps 5 --trl_steps 4
-  python experiments/bench_step.py --growth_sizes tiny,small   # update time vs T and G
-  python experiments/bench_step.py --bound   # + the step's bound on this machine, same run
-  python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_share tiny,small
-  python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_prefill tiny,small
-  python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_reduce tiny --cpu_devices 2
-  python experiments/bench_step.py --sizes "" --growth_sizes "" --ab_rope tiny --cpu_devices 2
+  python experiments/bench_step.py --sizes tiny --cpu_devices 2 --bound
 """
 
 from __future__ import annotations
@@ -49,14 +36,11 @@ import time
 import bench_common as bc
 import bench_decode_bound as bound_lib
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from grpo_jax import config as config_lib
-from grpo_jax import models, sampling
+from grpo_jax import models
 from grpo_jax import sharding as shard_lib
-from grpo_jax.models import rope as rope_lib
-from grpo_jax.train import microbatch
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
 from grpo_jax.train.optimizer import make_optimizer
@@ -93,11 +77,11 @@ class BenchTask:
     return [reward_of(c) for c in completions]
 
 
-def bench_config(B: int, G: int, T: int, micro: int = 0, share: bool = True):
+def bench_config(B: int, G: int, T: int, micro: int = 0):
   cfg = config_lib.base_config()
   cfg.sampling.prompts_per_step, cfg.sampling.group_size, cfg.sampling.max_new_tokens = B, G, T
   cfg.loss.micro_batch_size = micro
-  cfg.loss.share_prompt = share
+  cfg.loss.share_prompt = True
   cfg.optimizer.warmup_steps = 0
   cfg.optimizer.learning_rate = 1e-6
   return cfg
@@ -127,12 +111,10 @@ class OursSteps:
   log-prob forward pass and a checkpoint save. ``summary`` takes the best of steps 2 onward
   (step 1 compiles); ``close`` ends the checkpointer."""
 
-  def __init__(
-    self, name: str, B: int, G: int, P: int, T: int, counter, micro: int, share: bool = True
-  ):
+  def __init__(self, name: str, B: int, G: int, P: int, T: int, counter, micro: int):
     self.name, self.B, self.G, self.P, self.T, self.counter = name, B, G, P, T, counter
     self.hf = hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
-    self.cfg = cfg = bench_config(B, G, T, micro, share)
+    self.cfg = cfg = bench_config(B, G, T, micro)
     self.mesh = mesh = bc.mesh()
     optimizer = make_optimizer(cfg.optimizer)
     state = init_state(hf.params, optimizer, cfg)
@@ -285,149 +267,6 @@ def trl(
   return {**out, "ours_after": ours_after} if between is not None else out
 
 
-def synthetic_update(
-  hf, name: str, B: int, G: int, P: int, T: int, micro: int = 0, share: bool = True
-):
-  """(update, state, batch) on random tokens (one prompt per group), compiled (one call made)
-  under the current ``layers.FLATTEN_MATMULS``, accumulating over chunks of ``micro`` rows
-  (0 = one pass), each group's prompt run once if ``share``."""
-  V = bc.SIZES[name]["vocab"]
-  cfg = bench_config(B, G, T, micro, share)
-  mesh = bc.mesh()
-  optimizer = make_optimizer(cfg.optimizer)
-  state = init_state(jax.tree.map(jax.numpy.copy, hf.params), optimizer, cfg)
-  shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
-  state = jax.device_put(state, shardings)
-  update = make_update_step(hf.graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
-  N, rng = B * G, np.random.default_rng(0)
-  prompts_NxP = np.repeat(rng.integers(3, V, (B, P)), G, axis=0)
-  batch = {
-    "tokens_NxL": np.concatenate([prompts_NxP, rng.integers(3, V, (N, T))], 1).astype(np.int32),
-    "input_mask_NxL": np.ones((N, P + T), np.int32),
-    "completion_mask_NxT": np.ones((N, T), np.int32),
-    "sample_logps_NxT": np.zeros((N, T), np.float32),
-    "rewards_N": rng.random(N).astype(np.float32),
-    "group_ids_N": np.repeat(np.arange(B, dtype=np.int32), G),
-    "subgroup_ids_N": np.repeat(np.arange(B, dtype=np.int32), G),
-  }
-  state, m = update(state, batch)
-  jax.block_until_ready(m)
-  return update, state, batch, rows_per_prompt(cfg, N)
-
-
-def time_update(update, state, batch):
-  t0 = time.perf_counter()
-  state, m = update(state, batch)
-  jax.block_until_ready(m)
-  return time.perf_counter() - t0, state
-
-
-def sliced_rope(x_BxLxHxDh, positions_BxL, theta, scaling=(), float32_tables=False):
-  """``rope.apply_rope`` as it was before item 20: rotate_half by slicing the two halves and
-  concatenating them (the same values; its gradient pads and adds each half)."""
-  Dh = x_BxLxHxDh.shape[-1]
-  dtype = jnp.float32 if float32_tables else x_BxLxHxDh.dtype
-  cos_BxLxDh2, sin_BxLxDh2 = rope_lib.rope_cos_sin(positions_BxL, Dh, theta, scaling)
-  cos = jnp.concatenate([cos_BxLxDh2, cos_BxLxDh2], axis=-1).astype(dtype)[:, :, None, :]
-  sin = jnp.concatenate([sin_BxLxDh2, sin_BxLxDh2], axis=-1).astype(dtype)[:, :, None, :]
-  x1, x2 = x_BxLxHxDh[..., : Dh // 2], x_BxLxHxDh[..., Dh // 2 :]
-  rotated = jnp.concatenate([-x2, x1], axis=-1)
-  return (x_BxLxHxDh * cos + rotated * sin).astype(x_BxLxHxDh.dtype)
-
-
-def ab_update(name: str, B: int, G: int, P: int, T: int, reps: int, ceiling: float, variants):
-  """The update under each of ``variants`` ({label: (``layers.FLATTEN_MATMULS``, micro-batch
-  rows, shared prompts, ``microbatch.REDUCE_ONCE``[, the RoPE function the model traces])}),
-  compiled side by side and timed interleaved; speedup = first / last.
-  MFU counts each variant's own work (a shared prompt's FLOPs once per run of rows)."""
-  from grpo_jax.models import layers
-
-  hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
-  runs, shares, default_once = {}, {}, microbatch.REDUCE_ONCE
-  for label, (flat, micro, share, once, *rope) in variants.items():
-    layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = flat, once
-    layers.apply_rope = rope[0] if rope else rope_lib.apply_rope
-    *runs[label], shares[label] = synthetic_update(hf, name, B, G, P, T, micro, share)
-  layers.FLATTEN_MATMULS, microbatch.REDUCE_ONCE = True, default_once
-  layers.apply_rope = rope_lib.apply_rope
-  best = dict.fromkeys(variants, float("inf"))
-  for _ in range(reps):
-    for label in variants:
-      t, runs[label][1] = time_update(*runs[label])
-      best[label] = min(best[label], t)
-  row = {"model": name}
-  for label, t in best.items():
-    flops = update_flops(name, B * G, P, T, shares[label]) / 1e9
-    row[f"{label}_update_s"], row[f"{label}_mfu_pct"] = t, 100 * flops / t / ceiling
-  first, *_, last = best.values()
-  row["speedup"] = first / last
-  print(json.dumps(row), flush=True)
-  return row
-
-
-def ab_prefill(name: str, B: int, G: int, P: int, T: int, reps: int) -> dict:
-  """The RL step's sampling (B prompts × G rows, T new tokens, no early stop) with every row's
-  prompt prefilled (``prompt_share`` 1) against each group's once (G), compiled side by side
-  and timed interleaved on the library's mesh."""
-  hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
-  mesh = bc.mesh()
-  params = shard_lib.replicate(hf.params, mesh)
-  prompts_NxP = np.repeat(bc.random_prompts(B, P, bc.SIZES[name]["vocab"]), G, axis=0)
-  batch = shard_lib.shard_batch({"p": prompts_NxP, "m": np.ones_like(prompts_NxP)}, mesh)
-  kw = dict(max_new_tokens=T, eos_id=-1, pad_id=bc.PAD_ID)
-  runs = {
-    label: lambda share=share: jax.block_until_ready(
-      shard_lib.under_mesh(sampling.sample, mesh)(
-        hf.graphdef, params, batch["p"], batch["m"], jax.random.key(0), prompt_share=share, **kw
-      )
-    )
-    for label, share in {"per_row": 1, "shared": G}.items()
-  }
-  outs = {label: run() for label, run in runs.items()}  # compiled here
-  # Same draws; the prefill's GEMMs over N/G instead of N rows round differently, so a draw
-  # that lands within that rounding of a CDF boundary may differ (and its row after it).
-  tokens = [np.asarray(o.tokens_NxT) for o in outs.values()]
-  logps = [np.asarray(o.logps_NxT) for o in outs.values()]
-  same_rows = float(np.mean(np.all(tokens[0] == tokens[1], axis=1)))
-  first_diff = float(np.max(np.abs(logps[0][:, 0] - logps[1][:, 0])))
-  best = dict.fromkeys(runs, float("inf"))
-  for _ in range(reps):
-    for label, run in runs.items():
-      best[label] = min(best[label], bc.best_of(run, 1))
-  row = {"model": name, "rows": B * G, "same_rows_frac": same_rows}
-  row["first_logp_max_diff"] = first_diff
-  row.update({f"{label}_sampling_s": t for label, t in best.items()})
-  row["speedup"] = best["per_row"] / best["shared"]
-  print(json.dumps(row), flush=True)
-  return row
-
-
-def update_growth(name: str, P: int, reps: int, micro: int, share: bool = True) -> list[dict]:
-  """Update-step time vs completion length T (B = 8, G = 8) and vs G (B = 8, T = 64), on a
-  synthetic batch (no sampling), in chunks of ``micro`` rows; one compile per shape."""
-  hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32", tokenizer=False)
-  rows = []
-  for B, G, T in [(8, 8, 64), (8, 8, 128), (8, 8, 256), (8, 8, 512), (8, 4, 64), (8, 16, 64)]:
-    N = B * G
-    update, state, batch, _ = synthetic_update(hf, name, B, G, P, T, micro, share)
-    best = float("inf")
-    for _ in range(reps):
-      t, state = time_update(update, state, batch)
-      best = min(best, t)
-    rows.append(
-      {
-        "model": name,
-        "G": G,
-        "T": T,
-        "rows": N,
-        "update_s": best,
-        "ms_per_token": 1e3 * best / (N * (P + T)),
-      }
-    )
-    print(json.dumps(rows[-1]), flush=True)
-  return rows
-
-
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--sizes", default="tiny,small")
@@ -435,7 +274,9 @@ def main():
   ap.add_argument("--group", type=int, default=8)
   ap.add_argument("--prompt_len", type=int, default=32)
   ap.add_argument("--new_tokens", type=int, default=64)
-  ap.add_argument("--steps", type=int, default=3)
+  ap.add_argument(
+    "--steps", type=int, default=3, help="our steps (at least 1 + each TRL step, interleaved)"
+  )
   ap.add_argument("--trl_steps", type=int, default=3, help="0 skips TRL")
   ap.add_argument(
     "--micro_batch_size",
@@ -444,59 +285,16 @@ def main():
     help="rows per gradient-accumulation chunk of our update (loss.micro_batch_size); 0 = all",
   )
   ap.add_argument(
-    "--share_prompt",
-    type=int,
-    default=1,
-    help="1: each group's prompt runs once in our update (loss.share_prompt); 0: once per row",
-  )
-  ap.add_argument(
-    "--reduce_once",
-    type=int,
-    default=1,
-    help="1: our micro-batch gradients all-reduced once per step (microbatch.REDUCE_ONCE), in "
-    "the step and its bound; 0: once per micro-batch",
-  )
-  ap.add_argument(
     "--trl_micro_batch_sizes",
     default="0,8",
     help="TRL's per-device train batch sizes to run (0 = all rows, no accumulation); the "
     "ratio is taken against the fastest",
   )
   ap.add_argument(
-    "--interleave",
-    type=int,
-    default=1,
-    help="1: after our first (compiling) step, one of ours after each TRL step, so both sides "
-    "alternate (then --steps is ignored: 1 + all TRL steps); 0: all of ours, then TRL",
-  )
-  ap.add_argument(
     "--bound",
     action="store_true",
     help="also measure the step's bound (bench_decode_bound.rl_step_bound) in the same run",
   )
-  ap.add_argument("--growth_sizes", default="tiny", help="'' skips the growth table")
-  ap.add_argument("--growth_reps", type=int, default=2)
-  ap.add_argument("--ab", default="", help="sizes of the plain/flat update A/B: tiny,small")
-  ap.add_argument(
-    "--ab_micro", default="", help="sizes of the whole-batch/micro-batched update A/B: tiny,small"
-  )
-  ap.add_argument(
-    "--ab_share", default="", help="sizes of the per-row/shared-prompt update A/B: tiny,small"
-  )
-  ap.add_argument(
-    "--ab_reduce",
-    default="",
-    help="sizes of the update A/B with the gradient all-reduced per micro-batch / once: tiny,small",
-  )
-  ap.add_argument(
-    "--ab_rope",
-    default="",
-    help="sizes of the update A/B with RoPE's halves sliced / reversed (item 20): tiny,small",
-  )
-  ap.add_argument(
-    "--ab_prefill", default="", help="sizes of the per-row/shared prefill sampling A/B: tiny,small"
-  )
-  ap.add_argument("--ab_reps", type=int, default=3)
   ap.add_argument("--torch_threads", type=int, default=1, help="0 = torch's default")
   ap.add_argument("--cpu_devices", type=int, default=0, help="0 = jax's default (one)")
   ap.add_argument("--json", default="")
@@ -513,25 +311,20 @@ def main():
   ceiling = info["ceiling"]["gflops"]
   B, G, P, T = args.prompts, args.group, args.prompt_len, args.new_tokens
   micro, trl_micros = args.micro_batch_size, args.trl_micro_batch_sizes.split(",")
-  share = bool(args.share_prompt)
-  once = microbatch.REDUCE_ONCE = bool(args.reduce_once)
-  interleave = bool(args.interleave and args.trl_steps)
   rows = []
   for name in filter(None, args.sizes.split(",")):
-    steps = OursSteps(name, B, G, P, T, counter, micro, share)
-    for _ in range(1 if interleave else args.steps):
-      steps()
+    steps = OursSteps(name, B, G, P, T, counter, micro)
+    steps()  # compiles
     row = {}
     if args.bound:  # the same step at this machine's bound, measured next (before torch runs)
-      row = bound_lib.rl_step_bound(name, B * G, P, T, micro, info["read_gb_s"], ceiling, G, share)
+      row = bound_lib.rl_step_bound(name, B * G, P, T, micro, info["read_gb_s"], ceiling, G)
     runs = None
     if args.trl_steps:
-      between = steps if interleave else None
       try:
-        runs = [trl(name, B, G, P, T, args.trl_steps, int(m), between) for m in trl_micros]
+        runs = [trl(name, B, G, P, T, args.trl_steps, int(m), steps) for m in trl_micros]
       except ImportError as e:
         print(f"TRL comparison skipped ({e}); install the bench extra: pip install -e .[bench]")
-    for _ in range(args.steps - len(steps.per_step)):  # interleaving without TRL: the rest
+    for _ in range(args.steps - len(steps.per_step)):  # without TRL (or short of --steps)
       steps()
     steps.close()
     row = {**row, **steps.summary(ceiling)}
@@ -539,8 +332,8 @@ def main():
       # Judged against TRL's faster setting; every setting's steps are kept.
       fastest = min(runs, key=lambda r: r["trl_step_s"])
       row.update(fastest, trl_runs=runs, ratio_vs_trl=fastest["trl_step_s"] / row["step_s"])
-      if interleave:
-        pairs = paired_ratios(runs)
+      pairs = paired_ratios(runs)
+      if pairs:
         row.update(ratio_pairs=pairs, ratio_paired_median=float(np.median(pairs)))
     if args.bound:
       row["step_pct_of_bound"] = 100 * row["step_bound_s"] / row["step_s"]
@@ -548,25 +341,6 @@ def main():
         row["ratio_bound_vs_trl"] = row["trl_step_s"] / row["step_bound_s"]
     rows.append(row)
     print(json.dumps(row), flush=True)
-  variants = {
-    "ab": {"plain": (False, 0, share, once), "flat": (True, 0, share, once)},
-    "ab_micro": {"whole": (True, 0, share, once), "micro": (True, micro, share, once)},
-    "ab_share": {"per_row": (True, micro, False, once), "shared": (True, micro, True, once)},
-    "ab_reduce": {"per_part": (True, micro, share, False), "once": (True, micro, share, True)},
-    "ab_rope": {
-      "sliced": (True, micro, share, once, sliced_rope),
-      "reversed": (True, micro, share, once, rope_lib.apply_rope),
-    },
-  }
-  ab = [
-    ab_update(n, B, G, P, T, args.ab_reps, ceiling, pair)
-    for flag, pair in variants.items()
-    for n in filter(None, getattr(args, flag).split(","))
-  ]
-  ab += [ab_prefill(n, B, G, P, T, args.ab_reps) for n in filter(None, args.ab_prefill.split(","))]
-  grow = []
-  for name in filter(None, args.growth_sizes.split(",")):
-    grow += update_growth(name, P, args.growth_reps, micro, share)
   info["ceiling_end"] = bc.matmul_ceiling(sizes=(1024,))
   print(f"\nceiling {ceiling:.1f} GFLOP/s (end of run: {info['ceiling_end']['gflops']:.1f})")
   cols = [
@@ -590,15 +364,9 @@ def main():
     bound_cols = ["model", "devices", "sampling_bound_s", "update_gemms_s", "step_bound_s"]
     bound_cols += ["step_s", "step_pct_of_bound", "trl_step_s", "ratio_bound_vs_trl"]
     print(bc.fmt_table(rows, bound_cols))
-  for r in ab:
-    print()
-    print(bc.fmt_table([r], list(r)))
-  if grow:
-    print()
-    print(bc.fmt_table(grow, ["model", "G", "T", "rows", "update_s", "ms_per_token"]))
   if args.json:
     with open(args.json, "w") as f:
-      json.dump({"machine": info, "step": rows, "ab": ab, "growth": grow}, f, indent=2, default=str)
+      json.dump({"machine": info, "step": rows}, f, indent=2, default=str)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The bias of group-relative advantages and what HA-DW's weight does to it (METHODS §3, 11-12).
+"""The bias of group-relative advantages and what HA-DW's weight does to it
+(METHODS §3 statements 11-12).
 
 For R ~ Bin(G, p) conditioned on S = {1 ≤ R ≤ G−1} (arXiv 2601.08521, Lemma 2 / Eq. 34-35):
 

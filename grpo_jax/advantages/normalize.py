@@ -15,7 +15,7 @@ variance. A group whose std is 0 has Ã ≡ 0 already, so it gives 0/ε = 0, nev
 arithmetic but carry float32 rounding (~1e-8, e.g. α = −1 on a shuffled, re-centred prompt
 whose offsets cancel) would come out as rounding / (rounding + ε) ≈ 0.01–0.1 instead of 0.
 There, values with |Ã| ≤ ``zero_tol`` (the caller's bound on that rounding, ~1e-6) count as 0
-before σ is taken: the whitened analogue of METHODS statement 6.
+before σ is taken: the whitened analogue of METHODS §2 statement 6.
 """
 
 from __future__ import annotations

@@ -134,8 +134,8 @@ def base_config() -> ConfigDict:
   c.loss.norm_length = 0
   # |log-ratio| bound before exp (per token; GSPO: on log s_i).
   c.loss.ratio_log_clamp = 20.0
-  # mu = num_iterations x num_minibatches optimizer steps per batch (METHODS §15); with mu > 1
-  # the old log-probs are recomputed once before the first step.
+  # mu = num_iterations x num_minibatches optimizer steps per batch (METHODS §4 statement 15);
+  # with mu > 1 the old log-probs are recomputed once before the first step.
   c.loss.num_iterations = 1  # passes over the batch
   c.loss.num_minibatches = 1  # optimizer steps per pass (rows split evenly)
   # Rows per gradient-accumulation chunk; 0 = a whole minibatch. On CPU hosts, chunks of ~8 rows

@@ -1,4 +1,4 @@
-"""Loss aggregation over tokens and rows, with step-global denominators (METHODS §4, stmt 13).
+"""Loss aggregation over tokens and rows, with step-global denominators (METHODS §4 statement 13).
 
 Every aggregation is a sum over rows of a row-local quantity divided by a constant that
 ``denominators`` computes ONCE per step from the final, whole-batch mask:

@@ -84,7 +84,7 @@ def policy_loss(
     logps_NxT: log π_θ of the sampled tokens (differentiated).
     old_logps_NxT: log π_old of the same tokens (behaviour policy; constant).
     advantages_N: per-row advantage A_i (constant; broadcast over the row's tokens).
-    mask_NxT: 1/True on tokens that enter the loss (METHODS stmt 14); anything at masked
+    mask_NxT: 1/True on tokens that enter the loss (METHODS §4 statement 14); anything at masked
       positions of the other inputs (padding, -inf, NaN) is ignored, in values and gradients.
     cfg_loss: the typed ``loss`` view (``grpo_jax.config.views.Loss``) or the ``loss``
       ConfigDict group (converted, and checked, by ``views.of``), read at trace time.

@@ -26,20 +26,10 @@ from grpo_jax.models.rope import apply_rope, rope_inv_freq  # noqa: F401  (re-ex
 MASK_VALUE = float(jnp.finfo(jnp.float32).min)
 
 
-# Matmuls over (B, L, D) activations run as one (B·L, D) @ (D, F) product. Same numbers; on
-# XLA:CPU the backward of a 3-D dot_general (contracting over both B and L for the weight
-# gradient) is markedly slower than the 2-D GEMM (docs/performance.md). False = the plain path.
-FLATTEN_MATMULS = True
-
-# Decode steps (one position per row) run the MLP's gate and up projections as one GEMM of
-# twice the width: 7.5% faster sampling on the small benchmark model, 3% on tiny (same tokens;
-# docs/performance.md). Training shapes keep two GEMMs (fusing them there measured no gain).
-FUSE_GATE_UP_DECODE = True
-
-
-def flat_matmul(fn, x_BxLxD: jax.Array) -> jax.Array:
-  """fn applied to x reshaped to (B·L, D), the result reshaped back to (B, L, F)."""
-  if not FLATTEN_MATMULS or x_BxLxD.ndim <= 2:
+def flat_matmul(fn, x_BxLxD: jax.Array, flatten: bool = True) -> jax.Array:
+  """fn applied to x reshaped to (B·L, D), the result reshaped back to (B, L, F); with
+  ``flatten`` False (``ModelConfig.flatten_matmuls``), fn applied to x as it is."""
+  if not flatten or x_BxLxD.ndim <= 2:
     return fn(x_BxLxD)
   lead = x_BxLxD.shape[:-1]
   y = fn(x_BxLxD.reshape(-1, x_BxLxD.shape[-1]))
@@ -47,10 +37,15 @@ def flat_matmul(fn, x_BxLxD: jax.Array) -> jax.Array:
 
 
 class Linear(nnx.Linear):
-  """``nnx.Linear`` (same parameters: kernel (in, out), optional bias) through ``flat_matmul``."""
+  """``nnx.Linear`` (same parameters: kernel (in, out), optional bias) through ``flat_matmul``;
+  ``flatten`` is a static attribute: the graphdef, and every jit cache keyed on it, carries it."""
+
+  def __init__(self, *args, flatten: bool = True, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.flatten = flatten
 
   def __call__(self, x: jax.Array) -> jax.Array:
-    return flat_matmul(super().__call__, x)
+    return flat_matmul(super().__call__, x, self.flatten)
 
 
 def linear(
@@ -65,6 +60,7 @@ def linear(
     param_dtype=cfg.weight_dtype,
     kernel_init=jax.nn.initializers.variance_scaling(1.0, "fan_in", "normal"),
     rngs=rngs,
+    flatten=cfg.flatten_matmuls,
   )
 
 
@@ -207,15 +203,17 @@ class MLP(nnx.Module):
     self.gate_proj = linear(cfg, D, F, rngs, bias)
     self.up_proj = linear(cfg, D, F, rngs, bias)
     self.down_proj = linear(cfg, F, D, rngs, bias)
+    self.fuse_gate_up_decode = cfg.fuse_gate_up_decode
 
   def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
-    if FUSE_GATE_UP_DECODE and x_BxLxD.shape[1] == 1 and not self.gate_proj.use_bias:
+    if self.fuse_gate_up_decode and x_BxLxD.shape[1] == 1 and not self.gate_proj.use_bias:
       # One decode position: gate and up as ONE (D, 2F) GEMM. The concatenation of two
       # parameters is loop-invariant, so XLA hoists it out of the sampler's while loop.
       F = self.gate_proj.kernel.shape[1]
       dtype = self.gate_proj.dtype or x_BxLxD.dtype
       w_Dx2F = jnp.concatenate([self.gate_proj.kernel[...], self.up_proj.kernel[...]], axis=1)
-      h_Bx1x2F = flat_matmul(lambda x: x.astype(dtype) @ w_Dx2F.astype(dtype), x_BxLxD)
+      matmul = lambda x: x.astype(dtype) @ w_Dx2F.astype(dtype)
+      h_Bx1x2F = flat_matmul(matmul, x_BxLxD, self.gate_proj.flatten)
       return self.down_proj(jax.nn.silu(h_Bx1x2F[..., :F]) * h_Bx1x2F[..., F:])
     return self.down_proj(jax.nn.silu(self.gate_proj(x_BxLxD)) * self.up_proj(x_BxLxD))
 

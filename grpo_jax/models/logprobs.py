@@ -11,8 +11,9 @@ from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_t
 
 
 def logps_from_logits(logits_NxV: jax.Array, temperature: float) -> jax.Array:
-  """log_softmax(logits / τ) in float32: the sampler's log-probs (METHODS §16). The trainer's
-  :func:`token_logps` computes the same z_y − logsumexp(z), z = logits / τ, per target only."""
+  """log_softmax(logits / τ) in float32: the sampler's log-probs (METHODS §4 statement 16).
+  The trainer's :func:`token_logps` computes the same z_y − logsumexp(z), z = logits / τ, per
+  target only."""
   return jax.nn.log_softmax(logits_NxV.astype(jnp.float32) / temperature, axis=-1)
 
 

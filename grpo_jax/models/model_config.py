@@ -49,6 +49,13 @@ class ModelConfig:
   # Rematerialisation of each decoder layer in the backward pass: none | full (keep only the
   # layer inputs) | dots (also keep matmul outputs without batch dims). Sampling never remats.
   remat: str = "none"
+  # Layout of the matmuls (same numbers within rounding, different programs; set in code, not
+  # in the experiment config). flatten_matmuls: (B, L, D) activations meet the weights as one
+  # (B·L, D) GEMM, whose backward XLA:CPU runs much faster than a 3-D dot_general's.
+  # fuse_gate_up_decode: a decode step (one position per row) runs the MLP's gate and up
+  # projections as one GEMM of twice the width (faster sampling; training keeps two GEMMs).
+  flatten_matmuls: bool = True
+  fuse_gate_up_decode: bool = True
 
   def __post_init__(self):
     for name in (

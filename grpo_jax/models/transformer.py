@@ -86,7 +86,7 @@ class Transformer(nnx.Module):
   def logits(self, h_BxLxD: jax.Array) -> jax.Array:
     """Unembedding in the compute dtype (callers cast to float32 before log-softmax)."""
     if self.lm_head is None:
-      return flat_matmul(self.embed_tokens.attend, h_BxLxD)
+      return flat_matmul(self.embed_tokens.attend, h_BxLxD, self.cfg.flatten_matmuls)
     return self.lm_head(h_BxLxD)
 
 

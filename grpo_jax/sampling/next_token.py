@@ -88,7 +88,7 @@ def sample_next_token(
   sampler draws all steps' uniforms before its decode loop.
 
   The log-prob is always under the *untruncated* tempered distribution, the one the trainer's
-  ``token_logps`` recomputes (METHODS §16). Top-k / top-p sample from a truncated
+  ``token_logps`` recomputes (METHODS §4 statement 16). Top-k / top-p sample from a truncated
   distribution instead, so with them on the rollouts are slightly off-policy with respect to
   the log-probs used as π_old. τ = 0 is greedy (argmax); its log-probs are then under τ = 1.
 

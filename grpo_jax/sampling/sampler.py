@@ -185,10 +185,10 @@ def sample(
   previews stop at a delimiter (``truncated_N`` then means "no stop id"). ``temperature == 0`` is
   greedy (its log-probs are then under τ = 1); ``top_k = 0`` and ``top_p = 1.0`` switch
   truncation off. Log-probs are under log softmax(logits / τ) *before* truncation, i.e. what
-  ``models.token_logps`` recomputes on prompt + completion (METHODS §16); with top-k/top-p on,
-  the tokens come from the truncated distribution, so the rollouts are off-policy w.r.t.
-  those log-probs (importance ratios are then biased; keep truncation off for training).
-  ``first_bucket``: the cache starts at P + first_bucket slots and doubles (see
+  ``models.token_logps`` recomputes on prompt + completion (METHODS §4 statement 16); with
+  top-k/top-p on, the tokens come from the truncated distribution, so the rollouts are
+  off-policy w.r.t. those log-probs (importance ratios are then biased; keep truncation off for
+  training). ``first_bucket``: the cache starts at P + first_bucket slots and doubles (see
   ``FIRST_BUCKET``); 0 keeps one static cache of P + T slots. Same tokens either way.
   ``prompt_share`` > 1: the rows come in aligned runs of that many identical prompts (the G
   samples of one prompt), and each run's prompt is prefilled once (``kv_cache.prefill``).

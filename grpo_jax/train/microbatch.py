@@ -11,8 +11,8 @@ with ``mesh``): one all-reduce per optimizer step instead of the one per part th
 partitioner would otherwise put inside the loop.
 
 Losses divide by step-global denominators (``grpo_jax.losses.denominators``), so the
-micro-batch losses, gradients and aux metrics SUM to the full-batch values (METHODS §4,
-stmt 13): accumulation adds, never averages.
+micro-batch losses, gradients and aux metrics SUM to the full-batch values (METHODS §4
+statement 13): accumulation adds, never averages.
 """
 
 from __future__ import annotations
@@ -22,11 +22,6 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from grpo_jax import sharding as shard_lib
-
-# With replicated parameters, each device accumulates its own parts and the gradient is
-# all-reduced once per optimizer step (:func:`reduce_once`). False = the partitioner's
-# all-reduce of every part inside the loop (the plain path; benchmarks' A/B).
-REDUCE_ONCE = True
 
 
 def num_parts(num_rows: int, part_rows: int, what: str) -> int:
@@ -123,7 +118,7 @@ def reduce_once_applies(mesh, blocks: int) -> bool:
   """Whether the rows sit in ``blocks`` = one block per device of ``mesh``'s batch axes (more
   than one), so each device can accumulate its own parts."""
   devices = 1 if mesh is None else shard_lib.batch_size_multiple(mesh)
-  return REDUCE_ONCE and devices > 1 and blocks == devices
+  return devices > 1 and blocks == devices
 
 
 def reduce_once(grad_step, mesh):

@@ -22,8 +22,8 @@ def rollout(
 ) -> tuple[dict, dict]:
   """Samples G completions for each of the B problems and grades them.
 
-  Group ids are the prompt-instance index within the step (METHODS §7); without strategy
-  sampling every group is one subgroup. ``strategy``: a ``StrategyRollout``; when active
+  Group ids are the prompt-instance index within the step (METHODS §2 statement 7); without
+  strategy sampling every group is one subgroup. ``strategy``: a ``StrategyRollout``; when active
   (enabled, K > 1) it draws previews then completions instead (METHODS §5).
   """
   if strategy is not None and strategy.active:

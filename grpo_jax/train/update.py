@@ -8,7 +8,7 @@ log-probs (only when ``loss.kl_coef != 0``); then μ = ``loss.num_iterations`` �
 ``loss.micro_batch_size`` rows with the minibatch's denominators. The state is donated;
 shardings are explicit (batch rows split over data × fsdp).
 
-Old log-probs (METHODS §15): with μ = 1 the old policy IS the current one, so
+Old log-probs (METHODS §4 statement 15): with μ = 1 the old policy IS the current one, so
 old = stop_gradient(logπ_θ) inside the loss (ratio exactly 1, no extra forward pass); with μ > 1
 they are the trainer's own recomputation, once, before the first step, and stay fixed.
 
@@ -54,7 +54,7 @@ def _masked_mean(x, mask):
 
 
 def rollout_metrics(batch: dict, logps_NxT) -> dict:
-  """Sampler-trainer parity and response statistics (METHODS §16).
+  """Sampler-trainer parity and response statistics (METHODS §4 statement 16).
 
   ``rollout/logp_certain_frac``: the share of scored tokens whose sampled log-prob is exactly
   0.0 (probability 1 in float32, e.g. a completion that only restates a preview). Both sides
@@ -176,8 +176,8 @@ def make_update_fn(
       # No bonus: loss/entropy is only a metric, the sample estimate E[−logπ(y_t)] of the
       # entropy, free from the log-probs at hand (no extra pass over the vocabulary).
       entropy_NxT = jax.lax.stop_gradient(-logps_NxT)
-    # μ = 1: the old policy is the current one, so the ratio is 1 exactly (METHODS §15) and
-    # only its gradient matters.
+    # μ = 1: the old policy is the current one, so the ratio is 1 exactly (METHODS §4
+    # statement 15) and only its gradient matters.
     old_logps_NxT = rows.get("old_logps_NxT", jax.lax.stop_gradient(logps_NxT))
     loss, aux = loss_lib.policy_loss(
       logps_NxT,
@@ -251,7 +251,8 @@ def make_update_fn(
         state["params"], state["opt_state"], rows
       )
     else:
-      # Old log-probs: the trainer's recomputation, once, before the first step (METHODS §15).
+      # Old log-probs: the trainer's recomputation, once, before the first step
+      # (METHODS §4 statement 15).
       logps_NxT = forward(state["params"])
       rows["old_logps_NxT"] = logps_NxT
       if num_rows % minibatches:

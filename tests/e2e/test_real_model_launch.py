@@ -56,7 +56,7 @@ def test_two_rl_steps(runs, mode):
   assert [m["step"] for m in metrics] == [1, 2]
   for m in metrics:
     assert all(math.isfinite(v) for v in m.values()), m
-    # The sampler's and the trainer's log-probs of the same tokens (METHODS §16).
+    # The sampler's and the trainer's log-probs of the same tokens (METHODS §4 statement 16).
     assert 0.0 < m["rollout/logp_gap_mean"] < 1e-4
     assert m["response/len_mean"] > 1.0  # the chat prompt: the model answers, not just ends
     # Accuracy in [0, 1]; DAPO's overlong penalty (up to −1) shapes the reward below it.

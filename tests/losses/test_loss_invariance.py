@@ -1,4 +1,4 @@
-"""Policy-loss invariances (METHODS §4 stmts 13-15; research notes §7 pitfalls 1, 4, 5, 11):
+"""Policy-loss invariances (METHODS §4 statements 13-15; research notes §7 pitfalls 1, 4, 5, 11):
 micro-batch / row-partition additivity of loss, gradient and metrics; right-padding
 invariance; on-policy ratio exactly 1; finite values for extreme inputs and empty masks.
 All in float32, the dtype training uses.

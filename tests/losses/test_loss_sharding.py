@@ -1,4 +1,4 @@
-"""Data-parallel sharding gives the full-batch loss and gradient (METHODS §4 stmt 13).
+"""Data-parallel sharding gives the full-batch loss and gradient (METHODS §4 statement 13).
 
 Runs in a subprocess with 8 simulated CPU devices (the flag must be set before jax starts):
 rows are split over a `data` mesh axis, each device computes ``policy_loss`` and its gradient

@@ -2,11 +2,14 @@
 
 * KV-cache sampling draws the same tokens, for the same RNG, as a plain loop that reruns the
   full forward pass over prompt + completion-so-far at every step, with the same log-probs;
-* 2-D GEMMs (``layers.FLATTEN_MATMULS``) give the 3-D dot_general's logits, log-probs,
-  gradients and sampled tokens;
+* 2-D GEMMs (``ModelConfig.flatten_matmuls``) give the 3-D dot_general's logits, log-probs,
+  gradients and sampled tokens, and the decode step's fused gate/up GEMM
+  (``ModelConfig.fuse_gate_up_decode``) the two GEMMs' tokens; each switch reaches the traced
+  program;
 * a jitted update and the sampler compile once: steps 2 and 3 trigger no compilation.
 """
 
+import dataclasses
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -18,7 +21,6 @@ import pytest
 from helpers_sampling import left_padded_prompts
 
 from grpo_jax import models, sampling
-from grpo_jax.models import layers
 from grpo_jax.sampling import sampler as sampler_lib
 
 CFG = models.PRESETS["test"]  # vocab 64, hidden 64, 2 layers, 4 heads, 2 kv heads
@@ -35,8 +37,6 @@ def _prompts(N=4, P=6, seed=0):
 
 
 def _sample(graphdef, params, prompt, mask, rng, T, **kw):
-  # The sampler's jit cache is keyed on the graphdef, not on FLATTEN_MATMULS: start afresh.
-  sampler_lib._sample_jit.clear_cache()
   return sampling.sample(
     graphdef, params, prompt, mask, rng, max_new_tokens=T, eos_id=NO_EOS, pad_id=PAD, **kw
   )
@@ -81,38 +81,57 @@ def test_growing_cache_equals_one_static_cache(model):
   assert np.any(np.asarray(one.truncated_N) == 0)  # the EOS case did stop some rows
 
 
-def test_fused_gate_up_decode_same_tokens_and_logps(model, monkeypatch):
-  """The decode-step MLP with gate/up as one GEMM samples the two-GEMM path's tokens."""
-  graphdef, params = model
+def _with(**layout):
+  """The test model (same parameters) built with the ``ModelConfig`` layout fields ``layout``."""
+  return models.init_params(dataclasses.replace(CFG, **layout), 0)
+
+
+def _decode_jaxpr(graphdef, params) -> str:
+  """The jaxpr of one decode step's MLP input: a (B, 1, D) forward through the model."""
+  tokens, mask = _prompts(N=2, P=1, seed=9)
+  return str(jax.make_jaxpr(lambda p: models.forward(graphdef, p, tokens, mask))(params))
+
+
+def test_fused_gate_up_decode_same_tokens_and_logps(model):
+  """The decode-step MLP with gate/up as one GEMM samples the two-GEMM path's tokens, and the
+  switch changes the traced program (the graphdef carries it)."""
   prompt, mask = _prompts(N=5, P=7, seed=6)
-  outs = []
+  outs, jaxprs = [], []
   for fused in (False, True):
-    monkeypatch.setattr(layers, "FUSE_GATE_UP_DECODE", fused)
+    graphdef, params = _with(fuse_gate_up_decode=fused)
     outs.append(_sample(graphdef, params, prompt, mask, jax.random.key(2), 12, temperature=1.0))
+    jaxprs.append(_decode_jaxpr(graphdef, params))
   plain, fused = outs
   np.testing.assert_array_equal(np.asarray(fused.tokens_NxT), np.asarray(plain.tokens_NxT))
   np.testing.assert_allclose(np.asarray(fused.logps_NxT), np.asarray(plain.logps_NxT), atol=1e-5)
+  assert jaxprs[0] != jaxprs[1]
+  assert jaxprs[1].count("concatenate") > jaxprs[0].count("concatenate")
 
 
 @pytest.fixture
-def plain_and_flat(monkeypatch):
-  """Runs ``fn`` once with 3-D matmuls and once with 2-D GEMMs (each traced afresh)."""
+def plain_and_flat():
+  """Runs ``fn(graphdef, params)`` with 3-D matmuls and with 2-D GEMMs (same parameters)."""
 
   def run(fn):
-    results = []
-    for flat in (False, True):
-      monkeypatch.setattr(layers, "FLATTEN_MATMULS", flat)
-      results.append(fn())
-    return results
+    return [fn(*_with(flatten_matmuls=flat)) for flat in (False, True)]
 
   return run
 
 
-def test_flat_matmuls_same_logits_logps_and_gradients(model, plain_and_flat):
-  graphdef, params = model
+def test_flat_matmuls_reach_the_program(plain_and_flat):
+  """3-D dot_generals without the flag, none with it: the graphdef carries the layout."""
+  tokens, mask = _prompts(N=3, P=10, seed=1)
+  jaxprs = plain_and_flat(
+    lambda g, p: str(jax.make_jaxpr(lambda q: models.forward(g, q, tokens, mask))(p))
+  )
+  assert jaxprs[0] != jaxprs[1]
+  assert models.init_params(CFG, 0)[0] == _with(flatten_matmuls=True)[0]  # the default
+
+
+def test_flat_matmuls_same_logits_logps_and_gradients(plain_and_flat):
   tokens, mask = _prompts(N=3, P=10, seed=1)
 
-  def compute():
+  def compute(graphdef, params):
     logits = jax.jit(lambda p: models.forward(graphdef, p, tokens, mask))(params)
     loss = lambda p: jnp.sum(models.token_logps(graphdef, p, tokens, mask, 0.9) ** 2)
     logps = jax.jit(lambda p: models.token_logps(graphdef, p, tokens, mask, 0.9))(params)
@@ -129,11 +148,10 @@ def test_flat_matmuls_same_logits_logps_and_gradients(model, plain_and_flat):
   assert any(float(jnp.max(jnp.abs(g))) > 1e-3 for g in flat0)  # the gradients are not all 0
 
 
-def test_flat_matmuls_same_sampled_tokens(model, plain_and_flat):
-  graphdef, params = model
+def test_flat_matmuls_same_sampled_tokens(plain_and_flat):
   prompt, mask = _prompts(N=5, P=7, seed=2)
   outs = plain_and_flat(
-    lambda: _sample(graphdef, params, prompt, mask, jax.random.key(5), 12, temperature=1.0)
+    lambda g, p: _sample(g, p, prompt, mask, jax.random.key(5), 12, temperature=1.0)
   )
   np.testing.assert_array_equal(np.asarray(outs[0].tokens_NxT), np.asarray(outs[1].tokens_NxT))
   np.testing.assert_allclose(

@@ -1,5 +1,6 @@
-"""μ = num_iterations × num_minibatches optimizer steps per batch (METHODS §15): the μ = 1 path
-is the plain on-policy step, and with μ > 1 the old log-probs are fixed before the first step."""
+"""μ = num_iterations × num_minibatches optimizer steps per batch (METHODS §4 statement 15): the
+μ = 1 path is the plain on-policy step, and with μ > 1 the old log-probs are fixed before the
+first step."""
 
 import jax
 import numpy as np

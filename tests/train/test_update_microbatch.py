@@ -1,5 +1,5 @@
 """Micro-batch gradient accumulation inside the jitted update equals the full-batch update
-(METHODS §4 stmt 13), for every aggregation, with KL, entropy and a per-row loss mask."""
+(METHODS §4 statement 13), for every aggregation, with KL, entropy and a per-row loss mask."""
 
 import jax
 import numpy as np

@@ -1,4 +1,4 @@
-"""Final-answer extraction from a model completion (METHODS.md §6).
+"""Final-answer extraction from a model completion (METHODS §6).
 
 Rule, in order, on the text after the last ``</think>`` (if any):
 

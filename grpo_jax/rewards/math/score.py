@@ -1,6 +1,6 @@
 """Binary math reward: r = 1 if the completion's final answer equals the gold, else 0.
 
-Per item (METHODS.md §6):
+Per item (METHODS §6):
   1. ``extract_answer``: last ``\\boxed``/``\\fbox``, else last ``Answer:`` line; none → 0
      (``reward/no_answer``, also counted in ``reward/parse_failures``).
   2. ``normalize_gold`` / ``clean_latex``; identical strings → 1 (``reward/fastpath``).
