@@ -1,10 +1,13 @@
 """The papers' path on a real checkpoint: two RL steps of every mode through the launcher on
-SmolLM2-135M-Instruct (its tokenizer and chat template, the math task), then the exported
-policy in transformers.
+SmolLM2-135M-Instruct (its BPE tokenizer and chat template, the math task), a warm start and a
+held-out evaluation, then the exported policy in transformers.
 
-One subprocess (``tests/real_model_modes.py``, two simulated devices) runs the seven modes one
-after another, so the modes that sample the same shapes share the sampler's compilation; each
-test below reads one run directory.
+The checkpoint is cut to its first 2 of 30 decoder layers (fixture ``smollm2_2layer_dir``): the
+pipeline sees the real tokenizer, embeddings and chat template at a fifteenth of the compile
+time; the full 30-layer model is checked against transformers in
+``tests/models/test_real_model_parity.py``. One subprocess (``tests/real_model_modes.py``, two
+simulated devices) runs the seven modes one after another, so the modes that sample the same
+shapes share the sampler's compilation; each test below reads one run directory.
 """
 
 import json
@@ -17,20 +20,18 @@ import sys
 import jax
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
-
-import real_model  # noqa: E402
-from real_model_modes import MODES  # noqa: E402
+from real_model_modes import MODES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Every test reads the one subprocess run of ``runs``: one xdist worker runs it once.
+pytestmark = pytest.mark.xdist_group("smollm2_tier")
 TWO_STAGE = ("presampled", "shuffle", "online")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, smollm2_2layer_dir):
   root = tmp_path_factory.mktemp("real_modes")
-  hf = real_model.hf_dir()
+  hf = smollm2_2layer_dir
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
   proc = subprocess.run(
@@ -79,6 +80,24 @@ def test_two_rl_steps(runs, mode):
 
 
 @pytest.mark.slow
+def test_warm_start_and_evaluation(runs):
+  """The GRPO run warm-started on the worked solutions (chat turns, real tokens) and was
+  evaluated on the held-out arithmetic after RL."""
+  workdir = runs[0] / "grpo"
+  history = json.loads((workdir / "warmstart.json").read_text())
+  assert [h["step"] for h in history] == [1, 2]
+  for h in history:
+    # Cross-entropy of the real embeddings on the solutions' tokens: well below a uniform guess
+    # over the 49k-entry vocabulary (ln 49152 = 10.8), as it is only when labels line up.
+    assert 0.0 < h["loss"] < 8.0, h
+    assert 0.0 <= h["pass@1"] <= 1.0
+  result = json.loads((workdir / "eval" / "arithmetic_eval_step2.json").read_text())
+  after = json.loads((workdir / "results.json").read_text())["after"]
+  assert after["pass@1"] == result["pass@1"] and 0.0 <= after["pass@1"] <= after["pass@2"] <= 1.0
+  assert json.loads((workdir / "config.json").read_text())["config"]["eval"]["num_problems"] == 2
+
+
+@pytest.mark.slow
 def test_exported_policy_generates_the_same_greedy_tokens(runs):
   """The GRPO run's last checkpoint, exported, in transformers: same greedy tokens as ours."""
   import torch
@@ -88,6 +107,7 @@ def test_exported_policy_generates_the_same_greedy_tokens(runs):
   from grpo_jax.sampling import sample
 
   out = runs[0] / "export"
+  assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 2
   assert (out / "chat_template.jinja").exists() or "chat_template" in json.loads(
     (out / "tokenizer_config.json").read_text()
   )
