@@ -63,3 +63,26 @@ def launcher_env(tmp_path_factory):
     )
 
   return env
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(launcher_env, tmp_path_factory):
+  """``configs/tiny_sweep.py``'s four runs through the launcher: (sweep folder, its stdout).
+  Shared by the sweep and notebook tests (both marked ``xdist_group("tiny_sweep")``); the sweep
+  test interrupts and resumes one run, which leaves the folder complete again."""
+  import subprocess
+  import sys
+
+  root = tmp_path_factory.mktemp("tiny_sweep") / "sweep"
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  cmd = [sys.executable, "experiments/launch.py", "--config", "configs/tiny_sweep.py", "--sweep"]
+  proc = subprocess.run(
+    cmd + ["--workdir", str(root)],
+    env=launcher_env(),
+    capture_output=True,
+    text=True,
+    timeout=900,
+    cwd=repo,
+  )
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  return root, proc.stdout
