@@ -26,7 +26,7 @@ PRESAMPLED = [
   "--config.advantage.offset_coef=-0.5",
 ]
 # Two warm-start steps, each checked on 2 training-stream problems; the held-out evaluation after
-# RL on 2 problems x 2 samples.
+# RL on the tiny config's 4 problems x 2 samples.
 WARM_START_AND_EVAL = [
   "--config.warmstart.enabled=true",
   "--config.warmstart.max_steps=2",
@@ -34,7 +34,6 @@ WARM_START_AND_EVAL = [
   "--config.warmstart.check_problems=2",
   "--config.warmstart.batch_size=2",
   "--config.eval.after=true",
-  "--config.eval.num_problems=2",
 ]
 MODES = {
   "grpo": ONE_STAGE + ["--config.hadw.enabled=false"] + WARM_START_AND_EVAL,
