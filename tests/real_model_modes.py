@@ -25,9 +25,11 @@ PRESAMPLED = [
   "--config.strategy.source=presampled",
   "--config.advantage.offset_coef=-0.5",
 ]
-# Two warm-start steps, each checked on 2 training-stream problems; the held-out evaluation after
+# Two warm-start steps, each checked on 2 training-stream problems (32-token completions: the
+# shortest worked solutions need more than the tiny config's 16); the held-out evaluation after
 # RL on the tiny config's 4 problems x 2 samples.
 WARM_START_AND_EVAL = [
+  "--config.sampling.max_new_tokens=32",
   "--config.warmstart.enabled=true",
   "--config.warmstart.max_steps=2",
   "--config.warmstart.check_every=1",
