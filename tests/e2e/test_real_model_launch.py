@@ -23,7 +23,7 @@ import pytest
 from real_model_modes import MODES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# Every test reads the one subprocess run of ``runs``: one xdist worker runs it once.
+# Every test reads the one subprocess run of ``runs`` (one worker under ``--dist loadgroup``).
 pytestmark = pytest.mark.xdist_group("smollm2_tier")
 TWO_STAGE = ("presampled", "shuffle", "online")
 
