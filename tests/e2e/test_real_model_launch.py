@@ -10,10 +10,12 @@ simulated devices) runs the seven modes one after another, so the modes that sam
 shapes share the sampler's compilation; each test below reads one run directory.
 """
 
+import fcntl
 import json
 import math
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -23,25 +25,33 @@ import pytest
 from real_model_modes import MODES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# Every test reads the one subprocess run of ``runs`` (one worker under ``--dist loadgroup``).
 pytestmark = pytest.mark.xdist_group("smollm2_tier")
 TWO_STAGE = ("presampled", "shuffle", "online")
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, smollm2_2layer_dir):
-  root = tmp_path_factory.mktemp("real_modes")
-  hf = smollm2_2layer_dir
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
-  proc = subprocess.run(
-    [sys.executable, str(ROOT / "tests/real_model_modes.py"), str(root), str(hf)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=3600,
-  )
-  assert proc.returncode == 0, proc.stderr[-4000:]
+  """The seven modes and the export, run once per suite run: under pytest-xdist the tests may be
+  split between workers, and the second waits for the first's run (a file lock) and reads it."""
+  base = tmp_path_factory.getbasetemp()
+  base = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+  root, hf = base / "real_modes", smollm2_2layer_dir
+  with open(base / ".real_modes.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not (root / ".done").exists():
+      shutil.rmtree(root, ignore_errors=True)
+      root.mkdir()
+      env = dict(os.environ, JAX_PLATFORMS="cpu")
+      env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+      proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests/real_model_modes.py"), str(root), str(hf)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+      )
+      assert proc.returncode == 0, proc.stderr[-4000:]
+      (root / ".done").touch()
   return root, hf
 
 
