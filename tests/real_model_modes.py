@@ -3,9 +3,12 @@ process (so the modes that sample the same shapes share the sampler's compilatio
 
   python tests/real_model_modes.py ROOT HF_DIR
 
-Each mode runs ``configs/smollm2_arithmetic.py:tiny=1`` (the real tokenizer and chat template,
-the math task on generated arithmetic) into ``ROOT/<mode>``; the GRPO run is then exported to
-``ROOT/export``. ``tests/test_real_model_launch.py`` reads the run directories.
+``HF_DIR`` is the checkpoint cut to its first 2 of 30 layers (``real_model.truncated_dir``): the
+real tokenizer, chat template and embeddings at a fifteenth of the compile time. Each mode runs
+``configs/smollm2_arithmetic.py:tiny=1`` (the math task on generated arithmetic) into
+``ROOT/<mode>``; the GRPO run also warm-starts (two supervised steps on the worked solutions in
+the chat format) and evaluates after RL. It is then exported to ``ROOT/export``.
+``tests/e2e/test_real_model_launch.py`` reads the run directories.
 """
 
 from __future__ import annotations
@@ -22,8 +25,20 @@ PRESAMPLED = [
   "--config.strategy.source=presampled",
   "--config.advantage.offset_coef=-0.5",
 ]
+# Two warm-start steps, each checked on 2 training-stream problems (32-token completions: the
+# shortest worked solutions need more than the tiny config's 16); the held-out evaluation after
+# RL on the tiny config's 4 problems x 2 samples.
+WARM_START_AND_EVAL = [
+  "--config.sampling.max_new_tokens=32",
+  "--config.warmstart.enabled=true",
+  "--config.warmstart.max_steps=2",
+  "--config.warmstart.check_every=1",
+  "--config.warmstart.check_problems=2",
+  "--config.warmstart.batch_size=2",
+  "--config.eval.after=true",
+]
 MODES = {
-  "grpo": ONE_STAGE + ["--config.hadw.enabled=false"],
+  "grpo": ONE_STAGE + ["--config.hadw.enabled=false"] + WARM_START_AND_EVAL,
   "dapo": ONE_STAGE
   + [
     "--config.hadw.enabled=false",

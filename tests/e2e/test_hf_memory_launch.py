@@ -3,7 +3,6 @@ parameter counts; and an HF-format Qwen3 trained for 2 steps through the real la
 
 import dataclasses
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -95,7 +94,7 @@ def test_presets_have_their_published_sizes():
 
 
 @pytest.mark.slow
-def test_launcher_trains_hf_qwen3_for_two_steps(tmp_path):
+def test_launcher_trains_hf_qwen3_for_two_steps(tmp_path, launcher_env):
   tok = data.build_tokenizer()
   cfg = models.ModelConfig(
     vocab_size=len(tok),
@@ -111,7 +110,6 @@ def test_launcher_trains_hf_qwen3_for_two_steps(tmp_path):
   ckpt = tmp_path / "hf_qwen3"
   models.save_hf(models.HFModel(graphdef, params, cfg), ckpt, tokenizer=tok)
   assert json.loads((ckpt / "config.json").read_text())["model_type"] == "qwen3"
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
   cmd = [
     sys.executable,
     str(ROOT / "experiments/launch.py"),
@@ -123,7 +121,7 @@ def test_launcher_trains_hf_qwen3_for_two_steps(tmp_path):
     "--config.model.hidden_dim=8",
     "--config.checkpoint.keep=3",
   ]
-  proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+  proc = subprocess.run(cmd, env=launcher_env(), capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   steps = [json.loads(x)["step"] for x in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
   assert steps == [1, 2]

@@ -3,7 +3,6 @@
 (no hang) and rerunning both resumes from the checkpoint to the same parameters."""
 
 import json
-import os
 import pathlib
 import signal
 import socket
@@ -35,20 +34,13 @@ OVERRIDES = [
 ]
 
 
-def _env(devices):
-  env = dict(os.environ)
-  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-  env["JAX_PLATFORMS"] = "cpu"
-  return env
-
-
 def _port():
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     return s.getsockname()[1]
 
 
-def _start_pair(workdir, extra, heartbeat=10):
+def _start_pair(env, workdir, extra, heartbeat=10):
   address = f"127.0.0.1:{_port()}"
   return [
     subprocess.Popen(
@@ -63,7 +55,7 @@ def _start_pair(workdir, extra, heartbeat=10):
       ]
       + OVERRIDES
       + extra,
-      env=_env(4),
+      env=env(4),
       stdout=subprocess.PIPE,
       stderr=subprocess.STDOUT,
       text=True,
@@ -72,10 +64,10 @@ def _start_pair(workdir, extra, heartbeat=10):
   ]
 
 
-def _single(workdir, extra):
+def _single(env, workdir, extra):
   proc = subprocess.run(
     WORKER + ["--workdir", str(workdir)] + OVERRIDES + extra,
-    env=_env(8),
+    env=env(8),
     capture_output=True,
     text=True,
     timeout=900,
@@ -113,14 +105,14 @@ def _assert_same_run(a, b):
 
 
 @pytest.mark.slow
-def test_two_processes_match_one_and_resume_after_a_kill(tmp_path):
+def test_two_processes_match_one_and_resume_after_a_kill(tmp_path, launcher_env):
   extra = ["--config.steps=6", "--config.checkpoint.every=2"]
   single = tmp_path / "single"
-  _single(single, extra)
+  _single(launcher_env, single, extra)
 
   # 1. Two processes × four devices: the same run.
   pair = tmp_path / "pair"
-  procs = _start_pair(pair, extra)
+  procs = _start_pair(launcher_env, pair, extra)
   outs = [p.communicate(timeout=900)[0] for p in procs]
   assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
   _assert_same_run(single, pair)
@@ -128,7 +120,7 @@ def test_two_processes_match_one_and_resume_after_a_kill(tmp_path):
 
   # 2. Kill process 1 mid-run: process 0 must exit with an error, not hang.
   killed = tmp_path / "killed"
-  procs = _start_pair(killed, extra)
+  procs = _start_pair(launcher_env, killed, extra)
   deadline = time.time() + 600
   while time.time() < deadline and procs[1].poll() is None:
     metrics = killed / "metrics.jsonl"
@@ -146,7 +138,7 @@ def test_two_processes_match_one_and_resume_after_a_kill(tmp_path):
   assert last < 6
 
   # 3. Rerun both: resumes from the checkpoint and ends where the uninterrupted run ended.
-  procs = _start_pair(killed, extra)
+  procs = _start_pair(launcher_env, killed, extra)
   outs = [p.communicate(timeout=900)[0] for p in procs]
   assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
   assert "resumed from checkpoint" in outs[0]
@@ -154,14 +146,14 @@ def test_two_processes_match_one_and_resume_after_a_kill(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_reduce_micro_batch_gradients_once(tmp_path):
+def test_two_processes_reduce_micro_batch_gradients_once(tmp_path, launcher_env):
   """Replicated parameters (fsdp = 1: every device on data) and 16-row micro-batches: each
   device accumulates its own parts under ``microbatch.reduce_once``, whose one all-reduce spans
   both processes; the run equals one process × eight devices."""
   extra = ["--config.steps=2", "--config.mesh.fsdp=1", "--config.loss.micro_batch_size=16"]
   single, pair = tmp_path / "single", tmp_path / "pair"
-  _single(single, extra)
-  procs = _start_pair(pair, extra)
+  _single(launcher_env, single, extra)
+  procs = _start_pair(launcher_env, pair, extra)
   outs = [p.communicate(timeout=900)[0] for p in procs]
   assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
   _assert_same_run(single, pair)

@@ -2,7 +2,6 @@
 mode, then training that resumes from it and reads the stored previews."""
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -21,8 +20,7 @@ FLAGS = [
 ]
 
 
-def _launch(workdir, *extra):
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
+def _launch(env, workdir, *extra):
   cmd = [
     sys.executable,
     str(ROOT / "experiments/launch.py"),
@@ -33,19 +31,19 @@ def _launch(workdir, *extra):
     *FLAGS,
     *extra,
   ]
-  proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+  proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
-def test_presample_then_train(tmp_path):
-  out = _launch(tmp_path, "--mode=presample")
+def test_presample_then_train(tmp_path, launcher_env):
+  out = _launch(launcher_env, tmp_path, "--mode=presample")
   assert "presampled previews" in out and not (tmp_path / "metrics.jsonl").exists()
   stored = datasets.load_from_disk(str(tmp_path / "presample/data"))
   assert len(stored) == 2 * 8 and all(len(r) == 3 for r in stored["preview_ids"])
 
-  out = _launch(tmp_path)
+  out = _launch(launcher_env, tmp_path)
   assert "resumed from checkpoint at step 0" in out and "| after RL |" in out
   lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert [x["step"] for x in lines] == [1, 2]

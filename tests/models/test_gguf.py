@@ -5,7 +5,6 @@ permutation is undone (a load that keeps it is a different model)."""
 import jax
 import numpy as np
 import pytest
-import real_model
 import torch
 import transformers
 
@@ -20,8 +19,8 @@ TEXTS = (
 
 
 @pytest.fixture(scope="module")
-def ours():
-  return models.load_gguf(real_model.gguf_path())
+def ours(smollm2_gguf):
+  return models.load_gguf(smollm2_gguf)
 
 
 def _rows(tokenizer) -> np.ndarray:
@@ -46,8 +45,8 @@ def test_config_from_metadata(ours):
   assert ours.hf_config.pad_token_id == ours.tokenizer.pad_token_id == 2
 
 
-def test_logits_match_transformers_gguf_loader(ours):
-  path = real_model.gguf_path()
+def test_logits_match_transformers_gguf_loader(ours, smollm2_gguf):
+  path = smollm2_gguf
   ref = transformers.AutoModelForCausalLM.from_pretrained(
     str(path.parent), gguf_file=path.name, dtype=torch.float32
   ).eval()
@@ -57,16 +56,16 @@ def test_logits_match_transformers_gguf_loader(ours):
   assert np.abs(got - want).max() <= 1e-3
 
 
-def test_params_equal_the_converted_directory(ours):
-  converted = models.load_hf(str(real_model.hf_dir()), tokenizer=False)
+def test_params_equal_the_converted_directory(ours, smollm2_hf_dir):
+  converted = models.load_hf(str(smollm2_hf_dir), tokenizer=False)
   a, b = _leaves(ours.params), _leaves(converted.params)
   assert a.keys() == b.keys()
   for kp in a:
     np.testing.assert_allclose(a[kp], b[kp], rtol=0, atol=1e-6, err_msg=kp)
 
 
-def test_tokenizer_matches_the_converted_directory(ours):
-  converted = transformers.AutoTokenizer.from_pretrained(str(real_model.hf_dir()))
+def test_tokenizer_matches_the_converted_directory(ours, smollm2_hf_dir):
+  converted = transformers.AutoTokenizer.from_pretrained(str(smollm2_hf_dir))
   chat = [{"role": "user", "content": "What is 12 * 7? Answer briefly."}]
   text = ours.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
   assert text == converted.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
@@ -88,8 +87,8 @@ def test_unpermute_inverts_llama_cpp_permute(shape):
   np.testing.assert_array_equal(gguf_io.unpermute_rows(permuted, 3), w)
 
 
-def test_keeping_the_permutation_is_a_different_model(ours):
-  kept = models.load_gguf(real_model.gguf_path(), tokenizer=False, unpermute=False)
+def test_keeping_the_permutation_is_a_different_model(ours, smollm2_gguf):
+  kept = models.load_gguf(smollm2_gguf, tokenizer=False, unpermute=False)
   a, b = _leaves(ours.params), _leaves(kept.params)
   differ = {k for k in a if not np.array_equal(a[k], b[k])}
   qk = {f"layers/{i}/self_attn/{m}_proj/kernel" for i in range(30) for m in "qk"}

@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import real_model
 import torch
 import transformers
 
@@ -20,8 +19,8 @@ T = 32
 
 
 @pytest.fixture(scope="module")
-def setup():
-  path = str(real_model.hf_dir())
+def setup(smollm2_hf_dir):
+  path = str(smollm2_hf_dir)
   ours = models.load_hf(path)
   hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
   tok = ours.tokenizer

@@ -37,10 +37,11 @@ def _text_outputs(nb) -> str:
 
 
 @pytest.mark.slow
-def test_notebooks_run_on_a_tiny_sweep(tmp_path, monkeypatch):
-  root = tmp_path / "sweep"
-  entries = sweep.run_local(str(ROOT / "configs/tiny_sweep.py"), root, log=lambda *a: None)
-  assert [e["status"] for e in entries] == ["done"] * 4
+@pytest.mark.xdist_group("tiny_sweep")
+def test_notebooks_run_on_a_tiny_sweep(tiny_sweep, tmp_path, monkeypatch):
+  root, _ = tiny_sweep  # the four runs of configs/tiny_sweep.py (tests/conftest.py)
+  runs = sweep.expand(str(ROOT / "configs/tiny_sweep.py"))
+  assert [sweep.run_status(root / r.name) for r in runs] == ["done"] * 4
   _bias_output(tmp_path / "bias")
   monkeypatch.setenv("GRPO_SWEEP_DIR", str(root))
   monkeypatch.setenv("GRPO_BIAS_DIR", str(tmp_path / "bias"))
