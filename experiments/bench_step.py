@@ -11,7 +11,7 @@ caches; TRL: each of ``--trl_micro_batch_sizes``, the ratio taken against its fa
 gradient is the whole batch's either way. With several devices ours all-reduces it once per
 step (``microbatch.REDUCE_ONCE``; ``--reduce_once 0``: once per micro-batch, as the
 partitioner places it). Ours goes through the library's own path
-(``train.rollout.rollout`` and ``train.update.make_update_step``) and reports the breakdown:
+(``train.rollout.OneStageRollout`` and ``train.update.make_update_step``) and reports the breakdown:
 sampling, rewards (decode + grade on the host), log-probs (one extra forward pass over the
 batch — part of a step only with μ > 1 or KL; timed for reference), update, checkpoint (an
 orbax save of the whole state, not part of the step rate: TRL saves every 500 steps by default)
@@ -60,7 +60,8 @@ from grpo_jax.train import microbatch
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.rollout import SampleSettings, rollout
+from grpo_jax.train.batch import RolloutBatch
+from grpo_jax.train.rollout import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step, prompt_share
 
@@ -142,6 +143,7 @@ class OursSteps:
     self.logps_fn = jax.jit(lambda p, t, m: models.token_logps(hf.graphdef, p, t, m))
     self.task = BenchTask(hf.tokenizer, bc.random_prompts(B, P, bc.SIZES[name]["vocab"]))
     self.settings = SampleSettings(max_new_tokens=T)
+    self.rollout = OneStageRollout(cfg, self.task)
     self.ckpt = Checkpointer(tempfile.mkdtemp(prefix="bench_ckpt_"), every=1, keep=1)
     self.per_step = []
 
@@ -150,9 +152,8 @@ class OursSteps:
     before = self.counter.count
     rng = jax.random.fold_in(jax.random.key(0), step)
     t0 = time.perf_counter()
-    batch, _ = rollout(
-      self.hf.graphdef, self.state["params"], task, list(range(B)), G, rng, self.settings, self.mesh
-    )
+    policy = Policy(self.hf.graphdef, self.state["params"], self.mesh, self.settings)
+    batch = self.rollout(policy, list(range(B)), rng).device_batch()
     t_roll = time.perf_counter() - t0
     t_up = time.perf_counter()
     self.state, metrics = self.update(self.state, batch)
@@ -301,15 +302,17 @@ def synthetic_update(
   update = make_update_step(hf.graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
   N, rng = B * G, np.random.default_rng(0)
   prompts_NxP = np.repeat(rng.integers(3, V, (B, P)), G, axis=0)
-  batch = {
-    "tokens_NxL": np.concatenate([prompts_NxP, rng.integers(3, V, (N, T))], 1).astype(np.int32),
-    "input_mask_NxL": np.ones((N, P + T), np.int32),
-    "completion_mask_NxT": np.ones((N, T), np.int32),
-    "sample_logps_NxT": np.zeros((N, T), np.float32),
-    "rewards_N": rng.random(N).astype(np.float32),
-    "group_ids_N": np.repeat(np.arange(B, dtype=np.int32), G),
-    "subgroup_ids_N": np.repeat(np.arange(B, dtype=np.int32), G),
-  }
+  batch = RolloutBatch(
+    tokens_NxL=np.concatenate([prompts_NxP, rng.integers(3, V, (N, T))], 1),
+    input_mask_NxL=np.ones((N, P + T), np.int32),
+    completion_mask_NxT=np.ones((N, T), np.int32),
+    sample_logps_NxT=np.zeros((N, T), np.float32),
+    rewards_N=rng.random(N).astype(np.float32),
+    group_ids_N=np.repeat(np.arange(B, dtype=np.int32), G),
+    subgroup_ids_N=np.repeat(np.arange(B, dtype=np.int32), G),
+    truncated_N=np.ones(N, bool),
+    lengths_N=np.full(N, T),
+  ).device_batch()
   state, m = update(state, batch)
   jax.block_until_ready(m)
   return update, state, batch, rows_per_prompt(cfg, N)

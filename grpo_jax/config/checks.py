@@ -67,6 +67,9 @@ def check_values(cfg) -> None:
         f"warmstart.enabled needs reference solutions, and data.train_set = {d.train_set!r} "
         f"has none; sets with solutions: {with_solutions} (or warmstart.enabled = False)"
       )
+  from grpo_jax import strategy
+
+  strategy.check_config(cfg)  # METHODS §5: K against G, source, delimiter, preview length
 
 
 __all__ = ["check_values"]
