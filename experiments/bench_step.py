@@ -57,10 +57,10 @@ from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models import rope as rope_lib
 from grpo_jax.train import microbatch
+from grpo_jax.train.batch import RolloutBatch
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.batch import RolloutBatch
 from grpo_jax.train.rollout import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step, prompt_share

@@ -1,7 +1,7 @@
 """Host-side bookkeeping of strategy-conditioned sampling (METHODS §5): who gets how many
 completions, which rows share a subgroup, and how preview ⊕ completion are packed.
 
-Shape letters (METHODS §5): B prompts, K previews per prompt, G rollouts per prompt, N = B·G rows, C context
+Shape letters: B prompts, K previews per prompt, G rollouts per prompt, N = B·G rows, C context
 slots (prompt + template, left-padded), M = max_preview_tokens, T = max_new_tokens, R = M + T.
 Rows are ordered prompt-major, then preview, then completion: row n belongs to prompt n // G and
 to preview ``b·K + preview_of_rollout[n % G]``.

@@ -220,9 +220,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
       if cfg.loss.share_prompt:
         check_shared_prompts(batch, G, rollout.prompt_len)
       state, metrics = update_step(state, batch.to_device(mesh))
-      state["data_pos"] = jax.device_put(
-        np.int32(cursor + consumed), state_shardings["data_pos"]
-      )
+      state["data_pos"] = jax.device_put(np.int32(cursor + consumed), state_shardings["data_pos"])
       metrics = to_host(metrics)
       check_finite(step + 1, metrics)
       metrics.update({"time/rollout_s": t1 - t0, "time/update_s": time.time() - t1})

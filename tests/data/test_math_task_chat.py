@@ -16,7 +16,7 @@ from grpo_jax import config as config_lib  # noqa: E402
 from grpo_jax import models  # noqa: E402
 from grpo_jax.data import hf_tokenizer  # noqa: E402
 from grpo_jax.data.math.task import MathTask  # noqa: E402
-from grpo_jax.sampling import strategy as two_stage  # noqa: E402
+from grpo_jax.strategy import previews as two_stage  # noqa: E402
 
 ROWS = [
   {
@@ -140,7 +140,7 @@ def test_presampled_previews_look_up_math_rows_by_stream_position(tokenizer):
   attribute, which math rows lack, so the first RL step crashed after the presample)."""
   import datasets
 
-  from grpo_jax.data.presample import PresampledPreviews
+  from grpo_jax.strategy.presample import PresampledPreviews
 
   task = _task(tokenizer, None)
   cfg = config_lib.base_config().strategy

@@ -164,7 +164,9 @@ def test_update_and_sampler_compile_once(update_setup, synthetic_batch, fresh):
   cfg, mesh, task, graphdef, state, update = update_setup()
   batch = synthetic_batch(cfg, task)
   state = fresh(state)
-  state, m = update(state, batch.to_device(mesh))  # step 1 compiles (or reuses another test's program)
+  state, m = update(
+    state, batch.to_device(mesh)
+  )  # step 1 compiles (or reuses another test's program)
   jax.block_until_ready(m)
   prompt, mask = _prompts()
   params = state["params"]

@@ -164,7 +164,9 @@ def _shared_batch(cfg, synthetic_batch):
     (("loss.micro_batch_size=4", "loss.kl_coef=0.05", "loss.num_iterations=2"), 8),
   ],
 )
-def test_update_with_shared_prompts_equals_the_per_row_update(extra, devices, load_cfg, rel_diff, sgd_grad):
+def test_update_with_shared_prompts_equals_the_per_row_update(
+  extra, devices, load_cfg, synthetic_batch, rel_diff, sgd_grad
+):
   batch = _shared_batch(load_cfg(), synthetic_batch)
   g_plain, m_plain = sgd_grad(extra, batch, devices)
   g_shared, m_shared = sgd_grad((*extra, "loss.share_prompt=true"), batch, devices)

@@ -184,7 +184,9 @@ def test_presample_budget_covers_what_dynamic_sampling_draws(
   mesh = types.SimpleNamespace(shape={"data": 4, "fsdp": 2})  # 8 devices
   asked = {}
   monkeypatch.setattr(
-    sr, "write_presample", lambda path, policy, task, spec, plan, **kw: asked.update(w=plan.num_prompts)
+    sr,
+    "write_presample",
+    lambda path, policy, task, spec, plan, **kw: asked.update(w=plan.num_prompts),
   )
   monkeypatch.setattr(sr, "load_presample", lambda path, spec, num: asked.update(l=num))
   rollout = sr.TwoStageRollout.__new__(sr.TwoStageRollout)

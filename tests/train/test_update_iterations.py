@@ -63,7 +63,9 @@ def test_one_step_path_is_the_plain_on_policy_step(update_setup, synthetic_batch
   assert metrics["update/steps"] == 1.0
 
 
-def test_second_iteration_uses_the_old_log_probs_of_the_first(update_setup, synthetic_batch, run_update, completion_logps, rel_diff):
+def test_second_iteration_uses_the_old_log_probs_of_the_first(
+  update_setup, synthetic_batch, run_update, completion_logps, rel_diff
+):
   """μ = 2: step 1 is on-policy (ppo_kl 0); step 2 sees ratio π_θ1/π_θ0, so the logged mean
   ppo_kl is ½·mean(logπ_θ0 − logπ_θ1) with θ1 the one-step result."""
   cfg, mesh, task, graphdef, state, update = update_setup()

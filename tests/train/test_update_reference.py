@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from grpo_jax import models
-from grpo_jax import sharding as shard_lib
 from grpo_jax.train.state import init_state
 
 
