@@ -3,7 +3,7 @@
 Same checkpoint (``bench_common``), same work: 8 prompts of 32 random tokens × 8 completions,
 64 new tokens each (no early stop), a cheap host-side reward, the GRPO surrogate with μ = 1, no
 KL (TRL's default β = 0), AdamW, fp32 everywhere. Ours goes through the library's own path
-(``train.rollout.rollout`` and ``train.update.make_update_step``), runs each group's prompt
+(``train.rollout.OneStageRollout`` and ``train.update.make_update_step``), runs each group's prompt
 once (the sampler's prefill and ``loss.share_prompt``) and accumulates the gradient over
 micro-batches of ``--micro_batch_size`` rows (default 8, whose activations stay in the CPU's
 caches); TRL runs each of ``--trl_micro_batch_sizes`` (gradient accumulation or not) and the
@@ -44,7 +44,7 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.rollout import SampleSettings, rollout
+from grpo_jax.train.rollout import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step, prompt_share
 
@@ -56,7 +56,7 @@ def reward_of(text: str) -> float:
 
 
 class BenchTask:
-  """The task interface ``rollout`` needs: fixed random prompts, HF-tokenizer decoding, the
+  """The task interface ``OneStageRollout`` needs: fixed random prompts, HF-tokenizer decoding, the
   reward above. ``eos_id = -1``: no sampled token ends a row (no early stop)."""
 
   def __init__(self, tokenizer, prompts_BxP: np.ndarray):
@@ -124,6 +124,7 @@ class OursSteps:
     self.logps_fn = jax.jit(lambda p, t, m: models.token_logps(hf.graphdef, p, t, m))
     self.task = BenchTask(hf.tokenizer, bc.random_prompts(B, P, bc.SIZES[name]["vocab"]))
     self.settings = SampleSettings(max_new_tokens=T)
+    self.rollout = OneStageRollout(cfg, self.task)
     self.ckpt = Checkpointer(tempfile.mkdtemp(prefix="bench_ckpt_"), every=1, keep=1)
     self.per_step = []
 
@@ -132,9 +133,8 @@ class OursSteps:
     before = self.counter.count
     rng = jax.random.fold_in(jax.random.key(0), step)
     t0 = time.perf_counter()
-    batch, _ = rollout(
-      self.hf.graphdef, self.state["params"], task, list(range(B)), G, rng, self.settings, self.mesh
-    )
+    policy = Policy(self.hf.graphdef, self.state["params"], self.mesh, self.settings)
+    batch = self.rollout(policy, list(range(B)), rng).device_batch()
     t_roll = time.perf_counter() - t0
     t_up = time.perf_counter()
     self.state, metrics = self.update(self.state, batch)

@@ -173,7 +173,7 @@ def check_experiment(e) -> None:
   """Cross-group rules of a whole experiment (``views.Experiment``)."""
   s, st, adv, loss, dapo, ev = e.sampling, e.strategy, e.advantage, e.loss, e.dapo, e.eval
   rows = s.prompts_per_step * s.group_size
-  active = st.enabled and st.num_previews > 1  # as StrategyRollout.active
+  active = st.enabled and st.num_previews > 1  # as grpo_jax.strategy.is_two_stage
   if st.enabled and st.num_previews > s.group_size:
     fail(
       f"config key strategy.num_previews = {st.num_previews} must be in [1, "

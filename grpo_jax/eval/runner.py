@@ -1,12 +1,16 @@
 """Held-out evaluation: n samples per problem, graded, summarised as pass@k with CIs (METHODS §6).
 
-Problems are processed in fixed-size chunks (the last one padded and trimmed) so every chunk hits
-the same compiled sampler. Besides the summary, ``eval/<benchmark>_step<k>_problems.jsonl``
-holds one line per problem (extracted answers, correctness, a few completions).
+ONE loop for every rollout kind (``grpo_jax.train.rollout.ROLLOUTS``): problems are processed
+in fixed-size chunks (the last one padded and trimmed) so every chunk hits the same compiled
+sampler; the kind supplies the "sample and grade a chunk" step (``eval_sample``: one-stage, or
+two-stage with fresh previews for ``eval.with_strategy``). Besides the summary,
+``eval/<benchmark>_step<k>_problems.jsonl`` holds one line per problem (extracted answers,
+correctness, a few completions).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
@@ -15,55 +19,91 @@ from tqdm.auto import tqdm
 
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval import passk
-from grpo_jax.sampling.generate import SampleSettings, generate
+from grpo_jax.sampling.policy import Policy
 
 
-def sample_and_grade(
-  graphdef,
-  params,
-  task,
-  problems,
-  num_samples: int,
-  rng,
-  settings: SampleSettings,
-  mesh,
-  chunk_problems: int,
-  progress: bool = True,
-  desc: str = "eval",
-):
-  """Returns per-problem arrays ``correct_PxN``, ``lengths_PxN``, ``truncated_PxN`` and texts."""
-  num = len(problems)
-  correct, lengths, truncated, texts = [], [], [], []
-  starts = range(0, num, chunk_problems)
-  for i, start in enumerate(tqdm(starts, desc=desc, disable=not progress, leave=False)):
-    chunk = list(problems[start : start + chunk_problems])
-    real = len(chunk)
-    chunk += [chunk[-1]] * (chunk_problems - real)
-    prompts_BxP, mask_BxP = task.encode_prompts(chunk)
-    gen = generate(
-      graphdef,
-      params,
-      task,
-      np.repeat(prompts_BxP, num_samples, axis=0),
-      np.repeat(mask_BxP, num_samples, axis=0),
-      jax.random.fold_in(rng, i),
-      settings,
-      mesh,
-      num_samples,
+@dataclasses.dataclass(frozen=True)
+class EvalLoop:
+  """n = ``num_samples`` samples per problem from ``rollout.eval_sample``, ``chunk_problems``
+  problems per sampler call; pass@k for the ``ks`` that are <= n."""
+
+  rollout: object  # a rollout kind (``grpo_jax.train.rollout``)
+  num_samples: int
+  chunk_problems: int
+  ks: tuple[int, ...] = (1,)
+  progress: bool = True
+
+  @classmethod
+  def from_config(cls, rollout, eval_cfg, chunk_problems: int, progress: bool = True):
+    return cls(rollout, int(eval_cfg.num_samples), chunk_problems, tuple(eval_cfg.ks), progress)
+
+  def sample_and_grade(self, policy: Policy, problems, rng, desc: str = "eval") -> dict:
+    """Per-problem arrays ``correct_PxN``, ``lengths_PxN``, ``truncated_PxN`` and the texts
+    (``completions``, P·N). Chunk i samples with ``fold_in(rng, i)``."""
+    n, size = self.num_samples, self.chunk_problems
+    correct, lengths, truncated, texts = [], [], [], []
+    starts = range(0, len(problems), size)
+    for i, start in enumerate(tqdm(starts, desc=desc, disable=not self.progress, leave=False)):
+      chunk = list(problems[start : start + size])
+      real = len(chunk)
+      chunk += [chunk[-1]] * (size - real)  # one compiled shape for every chunk
+      batch = self.rollout.eval_sample(policy, chunk, n, jax.random.fold_in(rng, i))
+      rows = real * n
+      correct.append(batch.rewards_N[:rows].reshape(real, n) > 0.5)
+      lengths.append(batch.lengths_N[:rows].reshape(real, n))
+      truncated.append(batch.truncated_N[:rows].reshape(real, n))
+      texts.extend(batch.completions_N[:rows])
+    return {
+      "correct_PxN": np.concatenate(correct),
+      "lengths_PxN": np.concatenate(lengths),
+      "truncated_PxN": np.concatenate(truncated),
+      "completions": texts,
+    }
+
+  def evaluate(self, policy: Policy, problems, rng, desc: str = "eval") -> dict:
+    """pass@k (unbiased estimator), maj@k when the rollout kind votes, lengths, truncation,
+    per-problem records, by-level pass@k when the problems have levels, and the sampling
+    settings (``policy.settings``)."""
+    task = self.rollout.task
+    out = self.sample_and_grade(policy, problems, rng, desc)
+    ks = tuple(k for k in self.ks if k <= self.num_samples)
+    answers_PxN = np.array([task.answer_of(c) for c in out["completions"]], dtype=object)
+    answers_PxN = answers_PxN.reshape(out["correct_PxN"].shape)
+    summary = passk.summarize(
+      out["correct_PxN"],
+      ks,
+      answers_PxN=answers_PxN if self.rollout.majority_vote else None,
+      lengths_PxN=out["lengths_PxN"],
+      truncated_PxN=out["truncated_PxN"],
     )
-    rows = real * num_samples
-    problems_N = [p for p in chunk[:real] for _ in range(num_samples)]
-    rewards_N = np.asarray(task.rewards(problems_N, gen["completions"][:rows]))
-    correct.append(rewards_N.reshape(real, num_samples) > 0.5)
-    lengths.append(gen["mask_NxT"][:rows].sum(1).reshape(real, num_samples))
-    truncated.append(gen["truncated_N"][:rows].reshape(real, num_samples))
-    texts.extend(gen["completions"][:rows])
-  return {
-    "correct_PxN": np.concatenate(correct),
-    "lengths_PxN": np.concatenate(lengths),
-    "truncated_PxN": np.concatenate(truncated),
-    "completions": texts,
-  }
+    summary["per_problem"] = per_problem(task, problems, out, answers_PxN)
+    levels = bench_lib.levels_of(problems)
+    if levels is not None:
+      summary["by_level"] = bench_lib.by_level(out["correct_PxN"], levels, ks)
+    s = policy.settings
+    summary["sampling"] = {
+      "temperature": s.temperature,
+      "top_p": s.top_p,
+      "n": self.num_samples,
+      "max_new_tokens": s.max_new_tokens,
+      **self.rollout.eval_sampling_info(),
+    }
+    return summary
+
+  def evaluate_benchmarks(self, policy: Policy, benchmarks: dict, rng, workdir=None, step=0):
+    """Evaluates ``{result name: problems}``; with a ``workdir`` (multi-host: process 0's)
+    writes ``eval/<name>_step<step>.json`` (+ ``_problems.jsonl``) and refreshes
+    ``eval/summary.md``. Returns ``{result name: summary}``."""
+    results = {}
+    for name, problems in benchmarks.items():
+      result = self.evaluate(policy, problems, rng, desc=f"eval {name}")
+      records = result.pop("per_problem")
+      if workdir is not None:
+        path = bench_lib.write_result(workdir, name, step, result)
+        with path.with_name(path.stem + "_problems.jsonl").open("w") as f:
+          f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in records)
+      results[name] = result
+    return results
 
 
 def per_problem(task, problems, out: dict, answers_PxN, num_texts: int = 2) -> list[dict]:
@@ -85,92 +125,22 @@ def per_problem(task, problems, out: dict, answers_PxN, num_texts: int = 2) -> l
   return records
 
 
-def evaluate(
-  graphdef,
-  params,
-  task,
-  problems,
-  eval_cfg,
-  max_new_tokens: int,
-  rng,
-  mesh,
-  chunk_problems: int,
-  progress: bool = True,
-  desc: str = "eval",
-) -> dict:
-  """pass@k for ``eval_cfg.ks`` (unbiased estimator, n = ``eval_cfg.num_samples``) and friends."""
+def eval_policy(graphdef, params, mesh, eval_cfg, max_new_tokens: int) -> Policy:
+  """The policy with evaluation's sample settings (no top-k)."""
+  from grpo_jax.sampling.policy import SampleSettings  # noqa: PLC0415
+
   settings = SampleSettings(max_new_tokens, eval_cfg.temperature, 0, eval_cfg.top_p)
-  out = sample_and_grade(
-    graphdef,
-    params,
-    task,
-    problems,
-    eval_cfg.num_samples,
-    rng,
-    settings,
-    mesh,
-    chunk_problems,
-    progress,
-    desc,
-  )
-  ks = tuple(k for k in eval_cfg.ks if k <= eval_cfg.num_samples)
-  answers_PxN = np.array([task.answer_of(c) for c in out["completions"]], dtype=object)
-  answers_PxN = answers_PxN.reshape(out["correct_PxN"].shape)
-  summary = passk.summarize(
-    out["correct_PxN"],
-    ks,
-    answers_PxN=answers_PxN,
-    lengths_PxN=out["lengths_PxN"],
-    truncated_PxN=out["truncated_PxN"],
-  )
-  summary["per_problem"] = per_problem(task, problems, out, answers_PxN)
-  levels = bench_lib.levels_of(problems)
-  if levels is not None:
-    summary["by_level"] = bench_lib.by_level(out["correct_PxN"], levels, ks)
-  summary["sampling"] = {
-    "temperature": eval_cfg.temperature,
-    "top_p": eval_cfg.top_p,
-    "n": eval_cfg.num_samples,
-    "max_new_tokens": max_new_tokens,
-  }
-  return summary
+  return Policy(graphdef, params, mesh, settings)
 
 
-def evaluate_benchmarks(
-  graphdef,
-  params,
-  task,
-  eval_cfg,
-  max_new_tokens: int,
-  rng,
-  mesh,
-  chunk_problems: int,
-  workdir,
-  step: int,
-  progress: bool = True,
-  write: bool = True,
-) -> dict:
-  """Evaluates every benchmark of the task, writing ``eval/<benchmark>_step<step>.json`` and
-  refreshing ``eval/summary.md``. Returns ``{benchmark: result}``."""
-  results = {}
-  for name, problems in task.benchmarks(eval_cfg.num_problems).items():
-    result = evaluate(
-      graphdef,
-      params,
-      task,
-      problems,
-      eval_cfg,
-      max_new_tokens,
-      rng,
-      mesh,
-      chunk_problems,
-      progress,
-      desc=f"eval {name}",
-    )
-    records = result.pop("per_problem")
-    if write:  # multi-host: every process evaluates, process 0 writes
-      path = bench_lib.write_result(workdir, bench_lib.result_name(name, eval_cfg), step, result)
-      with path.with_name(path.stem + "_problems.jsonl").open("w") as f:
-        f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in records)
-    results[name] = result
-  return results
+def benchmark_sets(task, eval_cfg, with_strategy: bool) -> dict:
+  """``{result name: problems}``: every benchmark of the task, or with ``with_strategy`` the
+  first one as ``<name>_with_strategy`` (two-stage evaluation)."""
+  sets = task.benchmarks(eval_cfg.num_problems)
+  if with_strategy:
+    first = next(iter(sets))
+    sets = {f"{first}_with_strategy": task.eval_problems(eval_cfg.num_problems)}
+  return {bench_lib.result_name(name, eval_cfg): problems for name, problems in sets.items()}
+
+
+__all__ = ["EvalLoop", "benchmark_sets", "eval_policy", "per_problem"]

@@ -6,40 +6,17 @@ so evaluation does not depend on the training package.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.shared_prompt import group_run
+from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.sampler import sample
 
 
-@dataclasses.dataclass(frozen=True)
-class SampleSettings:
-  max_new_tokens: int
-  temperature: float = 1.0
-  top_k: int = 0
-  top_p: float = 1.0
-
-  @classmethod
-  def from_config(cls, sampling_cfg) -> SampleSettings:
-    return cls(
-      sampling_cfg.max_new_tokens, sampling_cfg.temperature, sampling_cfg.top_k, sampling_cfg.top_p
-    )
-
-
 def generate(
-  graphdef,
-  params,
-  task,
-  prompts_NxP: np.ndarray,
-  prompt_mask_NxP: np.ndarray,
-  rng,
-  settings: SampleSettings,
-  mesh,
-  group_size: int = 1,
-):
+  policy: Policy, task, prompts_NxP: np.ndarray, prompt_mask_NxP: np.ndarray, rng, group_size=1
+) -> dict:
   """Samples one completion per prompt row; returns host arrays and decoded completions.
 
   ``prompt_mask_NxP``: 1 on real prompt tokens (the task's, never re-derived from a pad id).
@@ -48,6 +25,7 @@ def generate(
   ``group_size``: the rows come in groups of that many consecutive copies of one prompt (every
   process's rows whole groups), whose prompts are prefilled once per device-local run.
   """
+  mesh, settings = policy.mesh, policy.settings
   batch = shard_lib.shard_batch(
     {"p": prompts_NxP, "m": np.asarray(prompt_mask_NxP, np.int32)}, mesh
   )
@@ -55,8 +33,8 @@ def generate(
   blocks = devices if N % devices == 0 else 1  # the device-local runs
   # Under the mesh: the model's activation and KV-cache layout constraints apply.
   out = shard_lib.under_mesh(sample, mesh)(
-    graphdef,
-    params,
+    policy.graphdef,
+    policy.params,
     batch["p"],
     batch["m"],
     rng,
@@ -78,3 +56,6 @@ def generate(
     "truncated_N": np.asarray(out.truncated_N),
     "completions": task.decode(tokens_NxT, mask_NxT),
   }
+
+
+__all__ = ["Policy", "SampleSettings", "generate"]

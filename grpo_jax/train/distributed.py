@@ -70,30 +70,30 @@ def is_primary() -> bool:
 
 
 def id_units(cfg=None) -> dict[str, int]:
-  """Ids per prompt of each id key of a rollout batch: group ids count prompts (1 each);
+  """Ids per prompt of each id field of a rollout batch: group ids count prompts (1 each);
   subgroup ids count prompts too on the one-stage path, and preview slots b·K + k (K per
-  prompt, ``strategy_layout.row_ids``; merged previews share the smallest slot of their prompt)
-  when strategy sampling is active (``strategy.enabled`` and K = ``strategy.num_previews`` > 1,
-  as ``StrategyRollout.active``)."""
-  s = cfg.strategy if cfg is not None and "strategy" in cfg else None
-  k = int(s.num_previews) if s is not None and s.enabled and int(s.num_previews) > 1 else 1
+  prompt, ``strategy.layout.row_ids``; merged previews share the smallest slot of their prompt)
+  on the two-stage one (``strategy.is_two_stage``, K = ``strategy.num_previews``)."""
+  from grpo_jax import strategy  # noqa: PLC0415
+
+  k = int(cfg.strategy.num_previews) if cfg is not None and strategy.is_two_stage(cfg) else 1
   return {"group_ids_N": 1, "subgroup_ids_N": k}
 
 
-def offset_ids(batch: dict, first_problem: int, units: dict[str, int]) -> dict:
+def offset_ids(batch, first_problem: int, units: dict[str, int]):
   """Group / subgroup ids made job-wide: a process whose prompts start at ``first_problem`` of
-  the step adds ``first_problem · units[key]`` to ``batch[key]`` for each key of ``units`` (the
-  ids that key counts per prompt, :func:`id_units`), so the ids equal a one-process run's.
-  Negative ids (padding) stay negative. Ids stay below the global row count N (segment contract
-  of ``grpo_jax.advantages.segments``)."""
+  the step adds ``first_problem · units[key]`` to the batch's field ``key`` for each key of
+  ``units`` (the ids that field counts per prompt, :func:`id_units`), so the ids equal a
+  one-process run's. Negative ids (padding) stay negative. Ids stay below the global row count
+  N (segment contract of ``grpo_jax.advantages.segments``). ``batch``: a ``RolloutBatch``."""
   if first_problem == 0:
     return batch
-  batch = dict(batch)
+  changes = {}
   for key, per_problem in units.items():
-    ids = np.asarray(batch[key])
+    ids = np.asarray(getattr(batch, key))
     base = first_problem * int(per_problem)
-    batch[key] = np.where(ids >= 0, ids + base, ids).astype(ids.dtype)
-  return batch
+    changes[key] = np.where(ids >= 0, ids + base, ids).astype(ids.dtype)
+  return batch.replace(**changes)
 
 
 def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None, units=None):
@@ -124,8 +124,7 @@ def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None, unit
     return problems_fn(start + r0 // group_size, (r1 - r0) // group_size)
 
   def local_rollout(problems, rng):
-    batch, info = rollout_fn(problems, rng)
-    return offset_ids(batch, first.get("problem", 0), units), info
+    return offset_ids(rollout_fn(problems, rng), first.get("problem", 0), units)
 
   return local_rollout, local_problems
 

@@ -21,15 +21,15 @@ from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.eval import benchmarks as bench_lib
-from grpo_jax.eval.runner import evaluate_benchmarks
+from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
+from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.train import distributed, dynamic_sampling, plots
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.rollout import SampleSettings, rollout
+from grpo_jax.train.rollout import OneStageRollout, build_rollout
 from grpo_jax.train.samples import step_samples
 from grpo_jax.train.state import init_state, step_keys
-from grpo_jax.train.strategy_rollout import StrategyRollout
 from grpo_jax.train.update import check_shared_prompts, make_update_step
 from grpo_jax.train.warmstart import warm_start
 
@@ -47,7 +47,7 @@ class Setup:
 
   mesh: jax.sharding.Mesh
   task: object
-  strategy: StrategyRollout
+  rollout: object  # the rollout kind (``grpo_jax.train.rollout.ROLLOUTS``)
   graphdef: object
   params: dict
   optimizer: object
@@ -68,8 +68,8 @@ def setup(cfg, log=print) -> Setup:
 
   # Data.
   task = data.build_task(cfg)
-  strategy = StrategyRollout(cfg, task)  # METHODS §5; inactive = plain one-stage sampling
-  log(strategy.describe())
+  rollout = build_rollout(cfg, task)  # one- or two-stage (METHODS §5) by name
+  log(rollout.describe())
 
   # Model.
   graphdef, params = models.build_policy(cfg, vocab_size=len(task.tokenizer))
@@ -85,7 +85,7 @@ def setup(cfg, log=print) -> Setup:
   return Setup(
     mesh,
     task,
-    strategy,
+    rollout,
     graphdef,
     params,
     optimizer,
@@ -101,45 +101,19 @@ def _evaluator(cfg, s: Setup, workdir: pathlib.Path):
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
   chunk = B * G // cfg.eval.num_samples if (B * G) % cfg.eval.num_samples == 0 else B
   rng = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 2**31 - 1)  # never a step key
-  with_strategy = cfg.eval.with_strategy and s.strategy.active
-  names = list(s.task.benchmarks(cfg.eval.num_problems))
-  names = [f"{names[0]}_with_strategy"] if with_strategy else names
-  names = [bench_lib.result_name(n, cfg.eval) for n in names]
+  with_strategy = cfg.eval.with_strategy and s.rollout.name == "two_stage"
+  kind = s.rollout if with_strategy else OneStageRollout(cfg, s.task)
+  loop = EvalLoop.from_config(kind, cfg.eval, chunk, cfg.logging.progress)
+  sets = benchmark_sets(s.task, cfg.eval, with_strategy)  # {result name: problems}
 
   def run_eval(params, step: int) -> dict:
-    paths = [bench_lib.result_path(workdir, n, step) for n in names]
+    paths = [bench_lib.result_path(workdir, n, step) for n in sets]
     if distributed.agree(all(p.exists() for p in paths)):  # one decision for all processes
-      return {n: json.loads(p.read_text()) for n, p in zip(names, paths)}
-    if not with_strategy:
-      return evaluate_benchmarks(
-        s.graphdef,
-        params,
-        s.task,
-        cfg.eval,
-        cfg.sampling.max_new_tokens,
-        rng,
-        s.mesh,
-        chunk,
-        workdir,
-        step,
-        progress=cfg.logging.progress,
-        write=distributed.is_primary(),
-      )
-    result = s.strategy.evaluate(
-      s.graphdef,
-      params,
-      s.task.eval_problems(cfg.eval.num_problems),
-      cfg.eval,
-      cfg.sampling.max_new_tokens,
-      rng,
-      s.mesh,
-      chunk,
-      progress=cfg.logging.progress,
-      desc="eval with strategy",
-    )
-    if distributed.is_primary():
-      bench_lib.write_result(workdir, names[0], step, result)
-    return {names[0]: result}
+      return {n: json.loads(p.read_text()) for n, p in zip(sets, paths)}
+    policy = eval_policy(s.graphdef, params, s.mesh, cfg.eval, cfg.sampling.max_new_tokens)
+    # Multi-host: every process evaluates, process 0 writes.
+    out_dir = workdir if distributed.is_primary() else None
+    return loop.evaluate_benchmarks(policy, sets, rng, out_dir, step)
 
   return run_eval
 
@@ -178,11 +152,11 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
   )
   t_start = time.time()
   s = setup(cfg, log=log)
-  mesh, task, strategy, graphdef = s.mesh, s.task, s.strategy, s.graphdef
+  mesh, task, rollout, graphdef = s.mesh, s.task, s.rollout, s.graphdef
   params, optimizer, state_shardings = s.params, s.optimizer, s.state_shardings
   G = cfg.sampling.group_size
   update_step = make_update_step(
-    graphdef, optimizer, cfg, mesh, state_shardings, prompt_len=strategy.prompt_len
+    graphdef, optimizer, cfg, mesh, state_shardings, prompt_len=rollout.prompt_len
   )
   if cfg.mesh.constrain_activations:
     update_step = shard_lib.under_mesh(update_step, mesh)
@@ -202,11 +176,12 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
     state = shard_lib.init_sharded(lambda p: init_state(p, optimizer, cfg), params, state_shardings)
     ckpt.save(0, state)
     ckpt.wait()
-  strategy.prepare(graphdef, state["params"], mesh, workdir, int(state["step"]), log=log)
+  policy = Policy(graphdef, state["params"], mesh, SampleSettings.from_config(cfg.sampling))
+  presample = rollout.prepare(policy, workdir, int(state["step"]), log=log)  # the initial policy
   if presample_only:
     ckpt.close()
     metrics_writer.close()
-    return {"presample": str(strategy.presampled.path) if strategy.presampled else None}
+    return {"presample": presample}
 
   run_eval = _evaluator(cfg, s, workdir)
   primary = lambda results: next(iter(results.values()))  # the first benchmark, for the table
@@ -215,7 +190,6 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
     results["before"] = primary(run_eval(state["params"], 0))
 
   # Loop.
-  settings = SampleSettings.from_config(cfg.sampling)
   first = int(state["step"])
   bar = tqdm(
     range(first, cfg.steps),
@@ -230,41 +204,30 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
       cursor = int(state["data_pos"])
       keys = step_keys(state["rng"], step)
       # DAPO shaping around the rollout (METHODS §4): dynamic sampling, overlong filter/penalty.
-      sample_params = shard_lib.reshard(state["params"], s.sample_shardings)  # sampling preset
-
-      def rollout_fn(problems, rng, params=sample_params):
-        return rollout(graphdef, params, task, problems, G, rng, settings, mesh, strategy=strategy)
-
-      batch, info = dynamic_sampling.sample_batch(
+      sample_policy = policy.replace(  # the sampling preset
+        params=shard_lib.reshard(state["params"], s.sample_shardings)
+      )
+      rollout_fn = lambda problems, rng, p=sample_policy: rollout(p, problems, rng)
+      batch, consumed = dynamic_sampling.sample_batch(
         # Multi-host: each process samples and grades only its own prompts' rows.
         *distributed.process_share(rollout_fn, task.train_problems, mesh, G, cfg),
         cursor,
         keys["sample"],
         cfg,
-        task.eos_id,
         row_multiple=shard_lib.batch_size_multiple(mesh),
       )
       t1 = time.time()
       if cfg.loss.share_prompt:
-        check_shared_prompts(batch, G, strategy.prompt_len)
-      state, metrics = update_step(state, shard_lib.shard_batch(batch, mesh))
-      state["data_pos"] = jax.device_put(
-        np.int32(cursor + info["data/consumed"]), state_shardings["data_pos"]
-      )
+        check_shared_prompts(batch, G, rollout.prompt_len)
+      state, metrics = update_step(state, batch.to_device(mesh))
+      state["data_pos"] = jax.device_put(np.int32(cursor + consumed), state_shardings["data_pos"])
       metrics = to_host(metrics)
       check_finite(step + 1, metrics)
-      metrics.update(
-        {
-          "response/truncated_frac": info["response/truncated_frac"],
-          "time/rollout_s": t1 - t0,
-          "time/update_s": time.time() - t1,
-        }
-      )
-      metrics.update(info.get("metrics", {}))  # strategy/* when two-stage sampling is on
-      metrics.update({k: v for k, v in info.items() if k.startswith("dapo/")})
+      metrics.update({"time/rollout_s": t1 - t0, "time/update_s": time.time() - t1})
+      metrics.update(batch.metrics)  # response/*, strategy/* (two-stage), dapo/*
       metrics_writer.write(step + 1, metrics)
       metrics_writer.write_samples(
-        step + 1, step_samples(batch, info, task, cfg.logging.samples_per_step)
+        step + 1, step_samples(batch, task, cfg.logging.samples_per_step)
       )
       bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}")
       if ckpt.due(step + 1, last=step + 1 == cfg.steps):
@@ -275,7 +238,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
     # Pending saves hold earlier, finite steps: finish them even when a step fails.
     ckpt.close()
     metrics_writer.close()
-    strategy.write_stats(workdir / "strategy_previews.json")
+    rollout.finish(workdir)  # strategy_previews.json (two-stage)
 
   if cfg.eval.after:
     results["after"] = primary(run_eval(state["params"], cfg.steps))

@@ -1,55 +1,106 @@
-"""One rollout: B prompts × G samples on the mesh, graded on the host, packed as an update batch."""
+"""Rollout kinds by name: B prompts × G samples on the mesh, graded on the host, packed as one
+:class:`~grpo_jax.train.batch.RolloutBatch`.
+
+``ROLLOUTS[rollout_kind(cfg)](cfg, task)`` builds the run's rollout; every kind has
+
+  name, prompt_len               registry name; P, the prompt slots of its batch
+  describe() -> str              one line for the log
+  prepare(policy, workdir, step) before the loop (the presample); returns its path or None
+  __call__(policy, problems, rng) -> RolloutBatch       a training rollout, G per problem
+  eval_sample(policy, problems, n, rng) -> RolloutBatch  one evaluation chunk, n per problem
+  eval_sampling_info() -> dict   what evaluation summaries add under ``sampling``
+  majority_vote                  whether evaluation reports maj@k (answers of the samples)
+  finish(workdir)                after the loop (per-run statistics)
+
+``"one_stage"``: plain GRPO sampling; ``"two_stage"``: strategy-conditioned sampling
+(METHODS §5, ``grpo_jax.strategy.rollout``), when ``strategy.enabled`` and K > 1.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from grpo_jax.sampling.generate import SampleSettings, generate
+from grpo_jax import strategy
+from grpo_jax.sampling.generate import generate
+from grpo_jax.sampling.policy import Policy, SampleSettings
+from grpo_jax.strategy.rollout import TwoStageRollout
+from grpo_jax.train.batch import RolloutBatch
 
-__all__ = ["SampleSettings", "generate", "rollout"]
+
+class OneStageRollout:
+  """G completions per prompt from the prompt alone; every group is one subgroup."""
+
+  name = "one_stage"
+  majority_vote = True
+
+  def __init__(self, cfg, task):
+    self.cfg, self.task = cfg, task
+    self.prompt_len = task.prompt_len
+
+  def describe(self) -> str:
+    return "strategy sampling off: one-stage GRPO sampling"
+
+  def prepare(self, policy: Policy, workdir, step: int, log=print) -> None:
+    del policy, workdir, step, log
+
+  def sample(self, policy: Policy, problems, group_size: int, rng) -> RolloutBatch:
+    """Samples G completions for each of the B problems and grades them. Group ids are the
+    prompt-instance index within the step (METHODS §2 statement 7)."""
+    task = self.task
+    prompts_BxP, prompt_mask_BxP = task.encode_prompts(problems)
+    prompts_NxP = np.repeat(prompts_BxP, group_size, axis=0)
+    prompt_mask_NxP = np.repeat(prompt_mask_BxP, group_size, axis=0)
+    gen = generate(policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size)
+    problems_N = [p for p in problems for _ in range(group_size)]
+    rewards_N = np.asarray(task.rewards(problems_N, gen["completions"]), np.float32)
+    group_ids_N = np.repeat(np.arange(len(problems), dtype=np.int32), group_size)
+    return RolloutBatch(
+      tokens_NxL=np.concatenate([prompts_NxP, gen["tokens_NxT"]], axis=1),
+      input_mask_NxL=np.concatenate([prompt_mask_NxP, gen["mask_NxT"]], axis=1),
+      completion_mask_NxT=gen["mask_NxT"],
+      sample_logps_NxT=gen["logps_NxT"],
+      rewards_N=rewards_N,
+      group_ids_N=group_ids_N,
+      subgroup_ids_N=group_ids_N.copy(),
+      truncated_N=gen["truncated_N"],  # the sampler's: no stop token
+      lengths_N=gen["mask_NxT"].sum(1),
+      completions_N=gen["completions"],
+      problems_N=problems_N,
+    )
+
+  def __call__(self, policy: Policy, problems, rng) -> RolloutBatch:
+    return self.sample(policy, problems, int(self.cfg.sampling.group_size), rng)
+
+  def eval_sample(self, policy: Policy, problems, num_samples: int, rng) -> RolloutBatch:
+    return self.sample(policy, problems, num_samples, rng)
+
+  def eval_sampling_info(self) -> dict:
+    return {}
+
+  def finish(self, workdir) -> None:
+    del workdir
 
 
-def rollout(
-  graphdef,
-  params,
-  task,
-  problems,
-  group_size: int,
-  rng,
-  settings: SampleSettings,
-  mesh,
-  strategy=None,
-) -> tuple[dict, dict]:
-  """Samples G completions for each of the B problems and grades them.
+ROLLOUTS = {"one_stage": OneStageRollout, "two_stage": TwoStageRollout}
 
-  Group ids are the prompt-instance index within the step (METHODS §2 statement 7); without
-  strategy sampling every group is one subgroup. ``strategy``: a ``StrategyRollout``; when active
-  (enabled, K > 1) it draws previews then completions instead (METHODS §5).
-  """
-  if strategy is not None and strategy.active:
-    return strategy.rollout(graphdef, params, task, problems, group_size, rng, settings, mesh)
-  prompts_BxP, prompt_mask_BxP = task.encode_prompts(problems)
-  prompts_NxP = np.repeat(prompts_BxP, group_size, axis=0)
-  prompt_mask_NxP = np.repeat(prompt_mask_BxP, group_size, axis=0)
-  gen = generate(
-    graphdef, params, task, prompts_NxP, prompt_mask_NxP, rng, settings, mesh, group_size
-  )
-  problems_N = [p for p in problems for _ in range(group_size)]
-  rewards_N = np.asarray(task.rewards(problems_N, gen["completions"]), np.float32)
-  group_ids_N = np.repeat(np.arange(len(problems), dtype=np.int32), group_size)
-  batch = {
-    "tokens_NxL": np.concatenate([prompts_NxP, gen["tokens_NxT"]], axis=1).astype(np.int32),
-    "input_mask_NxL": np.concatenate([prompt_mask_NxP, gen["mask_NxT"]], axis=1),
-    "completion_mask_NxT": gen["mask_NxT"],
-    "sample_logps_NxT": gen["logps_NxT"],
-    "rewards_N": rewards_N,
-    "group_ids_N": group_ids_N,
-    "subgroup_ids_N": group_ids_N.copy(),
-    "truncated_N": np.asarray(gen["truncated_N"], bool),  # the sampler's: no stop token
-  }
-  info = {
-    "response/truncated_frac": float(np.mean(gen["truncated_N"])),
-    "completions": gen["completions"],
-    "problems": problems_N,
-  }
-  return batch, info
+
+def rollout_kind(cfg) -> str:
+  """``"two_stage"`` for strategy sampling with K > 1, else ``"one_stage"``."""
+  return "two_stage" if strategy.is_two_stage(cfg) else "one_stage"
+
+
+def build_rollout(cfg, task):
+  """The run's rollout kind, built (``ROLLOUTS[rollout_kind(cfg)]``)."""
+  return ROLLOUTS[rollout_kind(cfg)](cfg, task)
+
+
+__all__ = [
+  "ROLLOUTS",
+  "OneStageRollout",
+  "Policy",
+  "RolloutBatch",
+  "SampleSettings",
+  "TwoStageRollout",
+  "build_rollout",
+  "rollout_kind",
+]

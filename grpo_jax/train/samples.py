@@ -10,27 +10,26 @@ from __future__ import annotations
 import numpy as np
 
 
-def step_samples(batch: dict, info: dict, task, count: int) -> list[dict]:
-  """Records of ``count`` real rows of a step's batch (``info`` holds the rollout's per-row
-  ``problems`` and ``completions``). Empty when ``count`` is 0 or nothing was sampled."""
-  if count <= 0 or "problems" not in info:
+def step_samples(batch, task, count: int) -> list[dict]:
+  """Records of ``count`` real rows of a step's ``RolloutBatch`` (its ``problems_N`` and
+  ``completions_N`` texts). Empty when ``count`` is 0 or the batch carries no texts."""
+  if count <= 0 or not batch.problems_N:
     return []
-  real_N = np.flatnonzero(np.asarray(batch["group_ids_N"]) >= 0)
+  real_N = np.flatnonzero(batch.group_ids_N >= 0)
   picks = real_N[np.unique(np.linspace(0, len(real_N) - 1, min(count, len(real_N))).astype(int))]
-  accuracy_N = np.asarray(batch.get("accuracy_N", batch["rewards_N"]))
   records = []
   for i in picks.tolist():
-    completion = info["completions"][i]
+    completion = batch.completions_N[i]
     records.append(
       {
-        "prompt": task.prompt_text(info["problems"][i]),
+        "prompt": task.prompt_text(batch.problems_N[i]),
         "completion": completion,
         "answer": task.answer_of(completion),
-        "reward": float(batch["rewards_N"][i]),
-        "accuracy": float(accuracy_N[i]),
-        "group": int(batch["group_ids_N"][i]),
-        "subgroup": int(batch["subgroup_ids_N"][i]),
-        "truncated": bool(np.asarray(batch["truncated_N"])[i]) if "truncated_N" in batch else None,
+        "reward": float(batch.rewards_N[i]),
+        "accuracy": float(batch.accuracy_N[i]),
+        "group": int(batch.group_ids_N[i]),
+        "subgroup": int(batch.subgroup_ids_N[i]),
+        "truncated": bool(batch.truncated_N[i]),
       }
     )
   return records

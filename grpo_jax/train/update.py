@@ -12,12 +12,13 @@ Old log-probs (METHODS §4 statement 15): with μ = 1 the old policy IS the curr
 old = stop_gradient(logπ_θ) inside the loss (ratio exactly 1, no extra forward pass); with μ > 1
 they are the trainer's own recomputation, once, before the first step, and stay fixed.
 
-Batch keys (N rows, P prompt tokens, T completion tokens, L = P + T):
+The batch is ``RolloutBatch.to_device(mesh)`` (``grpo_jax.train.batch``): a dict of the N-row
+arrays ``DEVICE_KEYS`` (N rows, P prompt tokens, T completion tokens, L = P + T):
   tokens_NxL, input_mask_NxL (1 = real token), completion_mask_NxT (1 = completion token up to
-  and including EOS), sample_logps_NxT (the sampler's log-probs), rewards_N, group_ids_N,
-  subgroup_ids_N; optional loss_mask_N (0 = row kept for the baseline but out of the loss, e.g.
-  DAPO's overlong filter), accuracy_N (raw accuracy before reward shaping: HA-DW's p̂_g) and
-  step_accuracy_N (HA-DW's y_t, the same value on every row). Other keys are ignored. With
+  and including EOS), sample_logps_NxT (the sampler's log-probs), rewards_N, accuracy_N (raw
+  accuracy before reward shaping: HA-DW's p̂_g), group_ids_N, subgroup_ids_N, loss_mask_N
+  (0 = row kept for the baseline but out of the loss, e.g. DAPO's overlong filter) and
+  step_accuracy_N (HA-DW's y_t, the batch's scalar ``step_accuracy`` on every row). With
   ``loss.share_prompt`` the rows must come in groups of G = ``sampling.group_size`` consecutive
   rows that repeat one prompt in tokens_NxL[:, :P] and input_mask_NxL[:, :P] (what every rollout
   packs; :func:`check_shared_prompts` tests a batch), and the forward passes run each prompt once.
@@ -82,11 +83,11 @@ def prompt_share(cfg, num_rows: int, parts: int, blocks: int) -> int:
   return group_run(int(cfg.sampling.group_size), num_rows, parts, blocks)
 
 
-def check_shared_prompts(batch: dict, group_size: int, prompt_len: int) -> None:
-  """Raises unless the batch's rows come in groups of ``group_size`` consecutive rows with the
-  same prompt slots (tokens and mask), as ``loss.share_prompt`` needs; host arrays."""
+def check_shared_prompts(batch, group_size: int, prompt_len: int) -> None:
+  """Raises unless the ``RolloutBatch``'s rows come in groups of ``group_size`` consecutive rows
+  with the same prompt slots (tokens and mask), as ``loss.share_prompt`` needs."""
   for key in ("tokens_NxL", "input_mask_NxL"):
-    prompts_NxP = np.asarray(batch[key])[:, :prompt_len]
+    prompts_NxP = np.asarray(getattr(batch, key))[:, :prompt_len]
     if prompts_NxP.shape[0] % group_size:
       raise ValueError(
         f"loss.share_prompt: {prompts_NxP.shape[0]} rows are not groups of {group_size}"
@@ -220,14 +221,13 @@ def make_update_fn(
       cfg,
       state["anchor"],
       keys["advantage"],
-      # HA-DW's y_t over every sampled response (raw accuracy), when the rollout provides it.
-      batch_acc=jnp.mean(batch["step_accuracy_N"]) if "step_accuracy_N" in batch else None,
+      # HA-DW's y_t over every sampled response (raw accuracy, METHODS §3).
+      batch_acc=jnp.mean(batch["step_accuracy_N"]),
       # HA-DW's p̂_g from the raw accuracy, before DAPO's reward shaping (METHODS §3).
-      accuracy_N=batch.get("accuracy_N"),
+      accuracy_N=batch["accuracy_N"],
     )
     mask_NxT = batch["completion_mask_NxT"]
-    if "loss_mask_N" in batch:
-      mask_NxT = mask_NxT * batch["loss_mask_N"][:, None].astype(mask_NxT.dtype)
+    mask_NxT = mask_NxT * batch["loss_mask_N"][:, None].astype(mask_NxT.dtype)
     rows = {
       "tokens_NxL": batch["tokens_NxL"],
       "input_mask_NxL": batch["input_mask_NxL"],

@@ -15,9 +15,10 @@ from tqdm.auto import tqdm
 
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
-from grpo_jax.eval.runner import sample_and_grade
-from grpo_jax.sampling.generate import SampleSettings
+from grpo_jax.eval.runner import EvalLoop
+from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.train.optimizer import make_optimizer
+from grpo_jax.train.rollout import OneStageRollout
 
 SFT_STREAM_START = 1_000_000  # warm-start problems come from their own part of the stream
 VALID_STREAM_START = 2_000_000
@@ -59,6 +60,10 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
   rng = np.random.default_rng(cfg.seed)
   valid = task.train_problems(VALID_STREAM_START, ws.check_problems)
   settings = SampleSettings(cfg.sampling.max_new_tokens, 1.0)
+  # Validation: G one-stage samples per problem, whatever the run's rollout kind.
+  check = EvalLoop(
+    OneStageRollout(cfg, task), cfg.sampling.group_size, ws.check_problems, progress=False
+  )
   history = []
   bar = tqdm(range(1, ws.max_steps + 1), desc="warm start", disable=not cfg.logging.progress)
   for step in bar:
@@ -75,18 +80,8 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
     )
     params, opt_state, loss = step_fn(params, opt_state, batch)
     if step % ws.check_every == 0 or step == ws.max_steps:
-      out = sample_and_grade(
-        graphdef,
-        params,
-        task,
-        valid,
-        cfg.sampling.group_size,
-        jax.random.PRNGKey(step),
-        settings,
-        mesh,
-        ws.check_problems,
-        progress=False,
-      )
+      policy = Policy(graphdef, params, mesh, settings)
+      out = check.sample_and_grade(policy, valid, jax.random.PRNGKey(step))
       pass1 = float(out["correct_PxN"].mean())
       history.append({"step": step, "loss": float(loss), "pass@1": pass1})
       bar.set_postfix(loss=f"{float(loss):.3f}", pass1=f"{pass1:.3f}")

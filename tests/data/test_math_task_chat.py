@@ -2,15 +2,21 @@
 checkpoint's end tokens, chat-format warm-start rows, and preview stop strings."""
 
 import json
+import pathlib
+import sys
 
 import numpy as np
 import pytest
 
-from grpo_jax import config as config_lib
-from grpo_jax import models
-from grpo_jax.data import hf_tokenizer
-from grpo_jax.data.math.task import MathTask
-from grpo_jax.sampling import strategy as two_stage
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
+
+import real_model  # noqa: E402
+
+from grpo_jax import config as config_lib  # noqa: E402
+from grpo_jax import models  # noqa: E402
+from grpo_jax.data import hf_tokenizer  # noqa: E402
+from grpo_jax.data.math.task import MathTask  # noqa: E402
+from grpo_jax.strategy import previews as two_stage  # noqa: E402
 
 ROWS = [
   {
@@ -25,8 +31,8 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def tokenizer(smollm2_hf_dir):
-  return models.load_tokenizer(str(smollm2_hf_dir))
+def tokenizer():
+  return models.load_tokenizer(str(real_model.hf_dir()))
 
 
 def _task(tokenizer, chat_template, **kw):
@@ -134,7 +140,7 @@ def test_presampled_previews_look_up_math_rows_by_stream_position(tokenizer):
   attribute, which math rows lack, so the first RL step crashed after the presample)."""
   import datasets
 
-  from grpo_jax.data.presample import PresampledPreviews
+  from grpo_jax.strategy.presample import PresampledPreviews
 
   task = _task(tokenizer, None)
   cfg = config_lib.base_config().strategy

@@ -163,22 +163,22 @@ def test_two_processes_reduce_micro_batch_gradients_once(tmp_path, launcher_env)
   )
 
 
-def _strategy_rollout(texts_by_problem, group_size, num_previews):
-  """A rollout packing ids as the two-stage path does (``strategy_layout``), previews merged
+def _strategy_rollout(texts_by_problem, group_size, num_previews, rollout_batch):
+  """A rollout packing ids as the two-stage path does (``strategy.layout``), previews merged
   when identical; problems are indices into ``texts_by_problem`` (K preview texts each)."""
-  from grpo_jax.sampling import strategy_layout as layout
+  from grpo_jax.strategy import layout
 
   def rollout_fn(problems, rng):
     texts = [t for p in problems for t in texts_by_problem[p]]
     merged = layout.preview_ids(texts, num_previews, merge_identical=True)
     group_ids, subgroup_ids, _ = layout.row_ids(merged, group_size, num_previews)
-    return {"group_ids_N": group_ids, "subgroup_ids_N": subgroup_ids}, {}
+    return rollout_batch(group_ids_N=group_ids, subgroup_ids_N=subgroup_ids)
 
   return rollout_fn
 
 
 @pytest.mark.parametrize("strategy", [False, True])
-def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy):
+def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy, rollout_batch):
   """One prompt per process, previews merged (the second prompt's two previews are one text):
   each process's offset ids equal the one-process run's rows. Subgroup ids count preview slots
   b·K + k (K per prompt) on the two-stage path, prompts on the one-stage path."""
@@ -191,20 +191,21 @@ def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy):
   cfg.strategy.enabled, cfg.strategy.num_previews = strategy, K
   texts = [["add first", "multiply"], ["guess", " Guess "], ["a", "b"]]
   if strategy:
-    rollout_fn = _strategy_rollout(texts, G, K)
+    rollout_fn = _strategy_rollout(texts, G, K, rollout_batch)
   else:
 
     def rollout_fn(problems, rng):
       ids = np.repeat(np.arange(len(problems), dtype=np.int32), G)
-      return {"group_ids_N": ids, "subgroup_ids_N": ids.copy()}, {}
+      return rollout_batch(group_ids_N=ids)
 
   problems_fn = lambda start, count: list(range(start, start + count))
-  single, _ = rollout_fn(problems_fn(0, 3), None)
+  single = rollout_fn(problems_fn(0, 3), None)
   monkeypatch.setattr(jax, "process_count", lambda: 3)
   parts = []
   for p in range(3):  # process p holds rows [p·G, (p+1)·G): one prompt
     monkeypatch.setattr(shard_lib, "process_rows", lambda mesh, n, p=p: (p * G, (p + 1) * G))
     local_rollout, local_problems = distributed.process_share(rollout_fn, problems_fn, None, G, cfg)
-    parts.append(local_rollout(local_problems(0, 3), None)[0])
+    parts.append(local_rollout(local_problems(0, 3), None))
   for key in ("group_ids_N", "subgroup_ids_N"):
-    np.testing.assert_array_equal(np.concatenate([b[key] for b in parts]), single[key], key)
+    got = np.concatenate([getattr(b, key) for b in parts])
+    np.testing.assert_array_equal(got, getattr(single, key), key)

@@ -9,7 +9,8 @@ from ml_collections import ConfigDict
 from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.eval import benchmarks
-from grpo_jax.eval.runner import evaluate_benchmarks
+from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
+from grpo_jax.train.rollout import OneStageRollout
 
 
 def test_by_level_matches_hand_values():
@@ -56,19 +57,10 @@ def test_evaluate_benchmarks_on_countdown(tmp_path):
     {"num_problems": 16, "num_samples": 4, "ks": (1, 4, 8), "temperature": 1.0, "top_p": 1.0}
   )
   mesh = shard_lib.make_mesh(ConfigDict({"data": 1, "fsdp": 1, "tensor": 1}), jax.devices()[:1])
-  out = evaluate_benchmarks(
-    graphdef,
-    params,
-    task,
-    eval_cfg,
-    12,
-    jax.random.PRNGKey(0),
-    mesh,
-    chunk_problems=8,
-    workdir=tmp_path,
-    step=0,
-    progress=False,
-  )
+  policy = eval_policy(graphdef, params, mesh, eval_cfg, 12)
+  loop = EvalLoop.from_config(OneStageRollout(None, task), eval_cfg, 8, progress=False)
+  sets = benchmark_sets(task, eval_cfg, with_strategy=False)
+  out = loop.evaluate_benchmarks(policy, sets, jax.random.PRNGKey(0), tmp_path, step=0)
   result = json.loads((tmp_path / "eval" / "countdown_step0.json").read_text())
   assert result["num_problems"] == 16 and result["num_samples"] == 4
   assert "pass@8" not in result  # k > n is skipped, not extrapolated

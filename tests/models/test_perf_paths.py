@@ -178,13 +178,13 @@ class _Compiles:
     jax.monitoring.unregister_event_duration_listener(self)
 
 
-def test_update_and_sampler_compile_once():
-  from helpers_update import fresh, setup, synthetic_batch
-
-  cfg, _, task, graphdef, state, update = setup()
+def test_update_and_sampler_compile_once(update_setup, synthetic_batch, fresh):
+  cfg, mesh, task, graphdef, state, update = update_setup()
   batch = synthetic_batch(cfg, task)
   state = fresh(state)
-  state, m = update(state, batch)  # step 1 compiles (or reuses another test's program)
+  state, m = update(
+    state, batch.to_device(mesh)
+  )  # step 1 compiles (or reuses another test's program)
   jax.block_until_ready(m)
   prompt, mask = _prompts()
   params = state["params"]
@@ -193,7 +193,7 @@ def test_update_and_sampler_compile_once():
   sampling.sample(g2, p2, prompt, mask, jax.random.key(0), **kw).tokens_NxT.block_until_ready()
   with _Compiles() as compiles:
     for step in (2, 3):
-      state, m = update(state, synthetic_batch(cfg, task, seed=step))
+      state, m = update(state, synthetic_batch(cfg, task, seed=step).to_device(mesh))
       jax.block_until_ready(m)
       out = sampling.sample(g2, p2, prompt, mask, jax.random.key(step), **kw)
       out.tokens_NxT.block_until_ready()

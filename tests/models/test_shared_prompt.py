@@ -13,13 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers_update import load, rel_diff, sgd_grad, synthetic_batch
 
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.chunked_logps import chunked_token_logps
 from grpo_jax.models.shared_prompt import group_run
-from grpo_jax.sampling.generate import SampleSettings, generate
+from grpo_jax.sampling.generate import generate
+from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.train.update import check_shared_prompts, prompt_share
 
 P, T, V = 10, 12, 97
@@ -69,7 +69,7 @@ FAMILIES = [
 
 
 @pytest.mark.parametrize("family,kw", FAMILIES, ids=[f for f, _ in FAMILIES])
-def test_shared_prompt_gives_the_per_row_logps_entropies_and_gradients(family, kw):
+def test_shared_prompt_gives_the_per_row_logps_entropies_and_gradients(family, kw, rel_diff):
   graphdef, params = _model(family, **kw)
   tokens, mask = _batch()
   w = jnp.asarray(np.random.default_rng(1).normal(size=(tokens.shape[0], T)), jnp.float32)
@@ -86,7 +86,7 @@ def test_shared_prompt_gives_the_per_row_logps_entropies_and_gradients(family, k
 
 
 @pytest.mark.parametrize("remat", ["full", "dots"])
-def test_shared_prompt_with_remat_and_vocabulary_chunks(remat):
+def test_shared_prompt_with_remat_and_vocabulary_chunks(remat, rel_diff):
   graphdef, params = _model(remat=remat)
   tokens, mask = _batch(num_runs=2, share=3)
 
@@ -131,8 +131,8 @@ def test_share_must_divide_the_rows_and_needs_a_prompt():
     models.token_logps(graphdef, params, tokens, mask, start=0, share=2)
 
 
-def test_prompt_share_keeps_runs_inside_groups():
-  cfg = load(("sampling.group_size=8", "loss.share_prompt=true"))
+def test_prompt_share_keeps_runs_inside_groups(load_cfg):
+  cfg = load_cfg(("sampling.group_size=8", "loss.share_prompt=true"))
   # (rows, parts, device blocks) -> gcd(G, rows per part per block)
   assert prompt_share(cfg, 64, 1, 1) == 8
   assert prompt_share(cfg, 64, 8, 1) == 8
@@ -145,14 +145,14 @@ def test_prompt_share_keeps_runs_inside_groups():
 
 
 def _prompt_len(cfg, batch):
-  return batch["tokens_NxL"].shape[1] - cfg.sampling.max_new_tokens
+  return batch.tokens_NxL.shape[1] - cfg.sampling.max_new_tokens
 
 
-def _shared_batch(cfg):
+def _shared_batch(cfg, synthetic_batch):
   """The synthetic update batch with one prompt per group, as rollouts pack it."""
   batch = synthetic_batch(cfg)
   G, P = cfg.sampling.group_size, _prompt_len(cfg, batch)
-  batch["tokens_NxL"][:, :P] = np.repeat(batch["tokens_NxL"][::G, :P], G, axis=0)
+  batch.tokens_NxL[:, :P] = np.repeat(batch.tokens_NxL[::G, :P], G, axis=0)
   return batch
 
 
@@ -164,8 +164,10 @@ def _shared_batch(cfg):
     (("loss.micro_batch_size=4", "loss.kl_coef=0.05", "loss.num_iterations=2"), 8),
   ],
 )
-def test_update_with_shared_prompts_equals_the_per_row_update(extra, devices):
-  batch = _shared_batch(load())
+def test_update_with_shared_prompts_equals_the_per_row_update(
+  extra, devices, load_cfg, synthetic_batch, rel_diff, sgd_grad
+):
+  batch = _shared_batch(load_cfg(), synthetic_batch)
   g_plain, m_plain = sgd_grad(extra, batch, devices)
   g_shared, m_shared = sgd_grad((*extra, "loss.share_prompt=true"), batch, devices)
   assert rel_diff(g_plain, g_shared) < 2e-5
@@ -173,21 +175,21 @@ def test_update_with_shared_prompts_equals_the_per_row_update(extra, devices):
     np.testing.assert_allclose(m_shared[key], m_plain[key], rtol=1e-4)
 
 
-def test_share_prompt_key_reaches_the_update():
+def test_share_prompt_key_reaches_the_update(load_cfg, synthetic_batch, rel_diff, sgd_grad):
   """On a batch whose groups do NOT share a prompt, the key changes the gradient."""
-  batch = synthetic_batch(load())  # random prompt per row
+  batch = synthetic_batch(load_cfg())  # random prompt per row
   g_plain, _ = sgd_grad((), batch)
   g_shared, _ = sgd_grad(("loss.share_prompt=true",), batch)
   assert rel_diff(g_plain, g_shared) > 1e-2
 
 
-def test_check_shared_prompts():
-  cfg = load()
-  batch = _shared_batch(cfg)
+def test_check_shared_prompts(load_cfg, synthetic_batch):
+  cfg = load_cfg()
+  batch = _shared_batch(cfg, synthetic_batch)
   G, P = cfg.sampling.group_size, _prompt_len(cfg, batch)
   check_shared_prompts(batch, G, P)
-  bad = dict(batch, input_mask_NxL=batch["input_mask_NxL"].copy())
-  bad["input_mask_NxL"][G + 1, 0] = 0  # row 1 of group 1 pads its first slot
+  bad = batch.replace(input_mask_NxL=batch.input_mask_NxL.copy())
+  bad.input_mask_NxL[G + 1, 0] = 0  # row 1 of group 1 pads its first slot
   with pytest.raises(ValueError, match="group 1 .*input_mask_NxL"):
     check_shared_prompts(bad, G, P)
   with pytest.raises(ValueError, match="not groups of 3"):
@@ -225,44 +227,35 @@ class _Task:
     return [" ".join(map(str, t[m > 0])) for t, m in zip(tokens_NxT, mask_NxT)]
 
 
-def test_generate_shares_prompts_within_each_devices_rows():
+def test_generate_shares_prompts_within_each_devices_rows(load_cfg):
   """16 rows in groups of 4 over 8 devices: runs of 2 rows (one device's) share a prefill."""
   graphdef, params = _model()
   tokens, mask = _batch(num_runs=4, share=4)
   prompts_NxP = np.asarray(tokens[:, :P])
-  mesh = shard_lib.make_mesh(load().mesh, jax.devices())
+  mesh = shard_lib.make_mesh(load_cfg().mesh, jax.devices())
   assert shard_lib.batch_size_multiple(mesh) == 8 and group_run(4, 16, 1, 8) == 2
   params = shard_lib.replicate(params, mesh)
   prompt_mask_NxP = np.asarray(mask[:, :P])
-  run = lambda g: generate(
-    graphdef,
-    params,
-    _Task(),
-    prompts_NxP,
-    prompt_mask_NxP,
-    jax.random.key(0),
-    SampleSettings(6),
-    mesh,
-    g,
-  )
+  policy = Policy(graphdef, params, mesh, SampleSettings(6))
+  run = lambda g: generate(policy, _Task(), prompts_NxP, prompt_mask_NxP, jax.random.key(0), g)
   ref, out = run(1), run(4)
   np.testing.assert_array_equal(out["tokens_NxT"], ref["tokens_NxT"])
   np.testing.assert_allclose(out["logps_NxT"], ref["logps_NxT"], atol=1e-5)
   assert out["completions"] == ref["completions"]
 
 
-def test_strategy_draws_share_contexts_and_their_padding_rows():
+def test_strategy_draws_share_contexts_and_their_padding_rows(load_cfg):
   """3 contexts × 2 rows over 4 devices: padded to 8 rows by copying the last, runs of 2."""
-  from grpo_jax.sampling import strategy as two_stage
+  from grpo_jax.strategy import previews as two_stage
 
   graphdef, params = _model()
   tokens, mask = _batch(num_runs=3, share=2)
-  mesh = shard_lib.make_mesh(load().mesh, jax.devices()[:4])
+  mesh = shard_lib.make_mesh(load_cfg().mesh, jax.devices()[:4])
   params = shard_lib.replicate(params, mesh)
-  kw = dict(max_new_tokens=6, stop_ids=V + 1, pad_id=0, settings=SampleSettings(6), mesh=mesh)
+  policy = Policy(graphdef, params, mesh, SampleSettings(6))
   draw = lambda t, share: two_stage.draw_rows(
-    graphdef, params, np.asarray(t[:, :P]), np.asarray(mask[:, :P]), jax.random.key(1),
-    prompt_share=share, **kw,
+    policy, np.asarray(t[:, :P]), np.asarray(mask[:, :P]), jax.random.key(1),
+    stop_ids=V + 1, pad_id=0, prompt_share=share,
   )  # fmt: skip
   ref, out = draw(tokens, 1), draw(tokens, 2)
   assert out["tokens_NxT"].shape == (6, 6) and group_run(2, 8, 1, 4) == 2

@@ -15,9 +15,16 @@ from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.data import CountdownTask
-from grpo_jax.sampling import strategy_layout as layout
-from grpo_jax.train.rollout import SampleSettings, rollout
-from grpo_jax.train.strategy_rollout import StrategyRollout
+from grpo_jax.eval.runner import EvalLoop, eval_policy
+from grpo_jax.strategy import layout
+from grpo_jax.train.rollout import (
+  OneStageRollout,
+  Policy,
+  SampleSettings,
+  TwoStageRollout,
+  build_rollout,
+  rollout_kind,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -93,7 +100,10 @@ def test_pack_responses_matches_python(train_on_preview):
   prev = np.where(np.arange(M) < lp[:, None], rng.integers(3, 9, (N, M)), pad)
   comp = np.where(np.arange(T) < lc[:, None], rng.integers(10, 19, (N, T)), pad)
   out = layout.pack_responses(
-    prev, prev != pad, prev * 0.5, comp, comp != pad, -comp * 1.0, pad, train_on_preview
+    layout.Segment(prev, prev != pad, prev * 0.5),
+    layout.Segment(comp, comp != pad, -comp * 1.0),
+    pad,
+    train_on_preview,
   )
   for n in range(N):
     p, c = prev[n, : lp[n]].tolist(), comp[n, : lc[n]].tolist()
@@ -173,36 +183,29 @@ def tiny():
 
 def test_two_stage_batch_lines_up_with_tokens(tiny):
   cfg, task, graphdef, params, mesh = tiny
-  strat = StrategyRollout(cfg, task)
+  strat = TwoStageRollout(cfg, task)
   problems = task.train_problems(0, cfg.sampling.prompts_per_step)
   B, G, K, M = len(problems), cfg.sampling.group_size, 3, 3
-  out = strat.sample(
-    graphdef,
-    params,
-    problems,
-    G,
-    jax.random.PRNGKey(1),
-    SampleSettings.from_config(cfg.sampling),
-    mesh,
-  )
-  batch, P = out["batch"], strat.prompt_len
+  policy = Policy(graphdef, params, mesh, SampleSettings.from_config(cfg.sampling))
+  batch = strat(policy, problems, jax.random.PRNGKey(1))
+  P = strat.prompt_len
   assert P == task.prompt_len + 1  # the one-character template is part of the prompt
-  tokens, inp, loss = batch["tokens_NxL"], batch["input_mask_NxL"], batch["completion_mask_NxT"]
+  tokens, inp, loss = batch.tokens_NxL, batch.input_mask_NxL, batch.completion_mask_NxT
   assert tokens.shape == (B * G, P + M + cfg.sampling.max_new_tokens)
-  assert loss.shape == batch["sample_logps_NxT"].shape == (B * G, tokens.shape[1] - P)
+  assert loss.shape == batch.sample_logps_NxT.shape == (B * G, tokens.shape[1] - P)
   # The trainer's log-probs on the packed rows equal the sampler's on every response token.
   logps = jax.jit(models.token_logps, static_argnums=(0, 4))(
     graphdef, params, tokens, inp, cfg.sampling.temperature
   )
   resp_mask = inp[:, P:]
   np.testing.assert_allclose(
-    np.asarray(logps)[:, P:] * resp_mask, batch["sample_logps_NxT"] * resp_mask, atol=2e-5
+    np.asarray(logps)[:, P:] * resp_mask, batch.sample_logps_NxT * resp_mask, atol=2e-5
   )
   assert np.all(loss <= resp_mask)
   delim, eos = task.tokenizer.convert_tokens_to_ids(";"), task.eos_id
   for n in range(B * G):
-    b, sub = n // G, batch["subgroup_ids_N"][n]
-    assert batch["group_ids_N"][n] == b and b * K <= sub < (b + 1) * K
+    b, sub = n // G, batch.subgroup_ids_N[n]
+    assert batch.group_ids_N[n] == b and b * K <= sub < (b + 1) * K
     assert tokens[n, :P].tolist() == task.encode_prompts([problems[b]])[0][0].tolist() + [
       task.tokenizer.convert_tokens_to_ids("=")
     ]
@@ -214,14 +217,14 @@ def test_two_stage_batch_lines_up_with_tokens(tiny):
     assert eos not in preview.tolist() and len(preview) <= M
     assert delim not in preview[:-1].tolist()
     # Rows of one subgroup share the preview; the reward reads the completion only.
-    same = np.flatnonzero(batch["subgroup_ids_N"] == sub)
+    same = np.flatnonzero(batch.subgroup_ids_N == sub)
     for m in same:
       assert tokens[m, P:][(resp_mask[m] == 1) & (loss[m] == 0)].tolist() == preview.tolist()
     text = task.decode(completion[None], np.ones((1, len(completion))))[0]
     prefix = ";" if len(preview) and preview[-1] == delim else ""
-    assert batch["rewards_N"][n] == task.reward(problems[b], prefix + text)
+    assert batch.rewards_N[n] == task.reward(problems[b], prefix + text)
   # Remainder: G=4 over K=3 previews -> sizes 2, 1, 1, logged.
-  m = out["metrics"]
+  m = batch.metrics
   assert m["strategy/subgroup_size_min"] == 1 and m["strategy/subgroup_size_max"] == 2
   assert m["strategy/alloc_remainder"] == 1.0
 
@@ -230,20 +233,12 @@ def test_train_on_preview_adds_preview_tokens_to_the_loss():
   cfg, task, graphdef, params, mesh = _setup(
     **{"strategy.num_previews": 2, "strategy.train_on_preview": "true"}
   )
-  strat = StrategyRollout(cfg, task)
+  strat = TwoStageRollout(cfg, task)
   problems = task.train_problems(0, cfg.sampling.prompts_per_step)
-  out = strat.sample(
-    graphdef,
-    params,
-    problems,
-    4,
-    jax.random.PRNGKey(2),
-    SampleSettings.from_config(cfg.sampling),
-    mesh,
-  )
-  batch = out["batch"]
+  policy = Policy(graphdef, params, mesh, SampleSettings.from_config(cfg.sampling))
+  batch, _ = strat.sample(policy, problems, 4, jax.random.PRNGKey(2))
   np.testing.assert_array_equal(
-    batch["completion_mask_NxT"], batch["input_mask_NxL"][:, strat.prompt_len :]
+    batch.completion_mask_NxT, batch.input_mask_NxL[:, strat.prompt_len :]
   )
 
 
@@ -251,54 +246,41 @@ def test_merge_identical_shares_ids_of_equal_previews():
   cfg, task, graphdef, params, mesh = _setup(
     **{"strategy.num_previews": 4, "strategy.merge_identical": "true", "sampling.temperature": 0.0}
   )
-  strat = StrategyRollout(cfg, task)
+  strat = TwoStageRollout(cfg, task)
   problems = task.train_problems(0, cfg.sampling.prompts_per_step)
-  out = strat.sample(
-    graphdef,
-    params,
-    problems,
-    4,
-    jax.random.PRNGKey(3),
-    SampleSettings.from_config(cfg.sampling),
-    mesh,
-  )
+  policy = Policy(graphdef, params, mesh, SampleSettings.from_config(cfg.sampling))
+  batch, _ = strat.sample(policy, problems, 4, jax.random.PRNGKey(3))
   # Greedy previews of one prompt are identical: one subgroup per prompt, the first preview.
-  assert out["batch"]["subgroup_ids_N"].tolist() == [4 * (n // 4) for n in range(32)]
-  assert out["metrics"]["strategy/distinct_previews"] == 1.0
+  assert batch.subgroup_ids_N.tolist() == [4 * (n // 4) for n in range(32)]
+  assert batch.metrics["strategy/distinct_previews"] == 1.0
 
 
 def test_k1_and_disabled_reproduce_plain_sampling(tiny):
   cfg, task, graphdef, params, mesh = tiny
   problems = task.train_problems(0, cfg.sampling.prompts_per_step)
-  settings = SampleSettings.from_config(cfg.sampling)
+  policy = Policy(graphdef, params, mesh, SampleSettings.from_config(cfg.sampling))
   key = jax.random.PRNGKey(4)
-  plain, _ = rollout(graphdef, params, task, problems, 4, key, settings, mesh)
+  plain = OneStageRollout(cfg, task).sample(policy, problems, 4, key)
+  assert rollout_kind(cfg) == "two_stage"
   for over in ({"strategy.num_previews": 1}, {"strategy.enabled": "false"}):
     cfg1 = config_file.load(
       str(ROOT / "configs/tiny_test.py"),
       ["strategy.enabled=true"] + [f"{k}={v}" for k, v in over.items()],
     )
-    strat = StrategyRollout(cfg1, task)
-    assert not strat.active and strat.prompt_len == task.prompt_len
-    batch, _ = rollout(graphdef, params, task, problems, 4, key, settings, mesh, strategy=strat)
-    for k in plain:
-      np.testing.assert_array_equal(batch[k], plain[k])
+    strat = build_rollout(cfg1, task)
+    assert rollout_kind(cfg1) == "one_stage" and strat.prompt_len == task.prompt_len
+    batch = strat.sample(policy, problems, 4, key)
+    for k, v in plain.arrays().items():
+      np.testing.assert_array_equal(getattr(batch, k), v)
+    assert batch.completions_N == plain.completions_N
 
 
 def test_eval_with_strategy_summarises_two_stage_samples(tiny):
   cfg, task, graphdef, params, mesh = tiny
-  strat = StrategyRollout(cfg, task)
+  strat = TwoStageRollout(cfg, task)
   problems = task.eval_problems(5)
-  res = strat.evaluate(
-    graphdef,
-    params,
-    problems,
-    cfg.eval,
-    cfg.sampling.max_new_tokens,
-    jax.random.PRNGKey(5),
-    mesh,
-    chunk_problems=4,
-    progress=False,
-  )
+  policy = eval_policy(graphdef, params, mesh, cfg.eval, cfg.sampling.max_new_tokens)
+  loop = EvalLoop.from_config(strat, cfg.eval, chunk_problems=4, progress=False)
+  res = loop.evaluate(policy, problems, jax.random.PRNGKey(5))
   assert 0.0 <= res["pass@1"] <= res["pass@4"] <= 1.0
   assert res["sampling"]["strategy"]["num_previews"] == 3

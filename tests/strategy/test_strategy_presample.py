@@ -18,10 +18,16 @@ import pytest
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
-from grpo_jax.data import CountdownTask, PresampleError, load_presample, write_presample
-from grpo_jax.data import presample as presample_lib
-from grpo_jax.sampling import strategy as two_stage
-from grpo_jax.train.rollout import SampleSettings
+from grpo_jax.data import CountdownTask
+from grpo_jax.sampling.policy import Policy, SampleSettings
+from grpo_jax.strategy import presample as presample_lib
+from grpo_jax.strategy import previews as two_stage
+from grpo_jax.strategy.presample import (
+  PresampleError,
+  PresamplePlan,
+  load_presample,
+  write_presample,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NUM, CHUNK = 16, 8
@@ -42,21 +48,9 @@ def setup():
 
 def _write(setup, path, **kw):
   cfg, task, graphdef, params, mesh, spec = setup
-  return write_presample(
-    path,
-    graphdef,
-    params,
-    task,
-    spec,
-    SampleSettings.from_config(cfg.sampling),
-    mesh,
-    num_prompts=NUM,
-    chunk=CHUNK,
-    seed=0,
-    progress=False,
-    log=lambda *_: None,
-    **kw,
-  )
+  policy = Policy(graphdef, params, mesh, SampleSettings.from_config(cfg.sampling))
+  plan = PresamplePlan(NUM, CHUNK, seed=0, progress=False)
+  return write_presample(path, policy, task, spec, plan, log=lambda *_: None, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +66,11 @@ def test_round_trip_equals_a_direct_draw(setup, stored):
     problems = task.train_problems(i * CHUNK, CHUNK)
     context, mask = two_stage.make_context(*task.encode_prompts(problems), spec)
     direct = two_stage.draw_previews(
-      graphdef,
-      params,
+      Policy(graphdef, params, mesh, SampleSettings.from_config(cfg.sampling)),
       context,
       mask,
       jax.random.fold_in(presample_lib.presample_key(0), i),
       spec,
-      SampleSettings.from_config(cfg.sampling),
-      mesh,
       task.decode,
     )
     got = previews.previews(task, problems)
@@ -176,13 +167,13 @@ def test_other_settings_or_prompts_are_errors(setup, stored):
   ],
 )
 def test_presample_budget_covers_what_dynamic_sampling_draws(
-  tmp_path, monkeypatch, prompts, dapo, want
+  tmp_path, monkeypatch, prompts, dapo, want, rollout_batch
 ):
   """``prepare`` writes and opens a presample of steps × (prompts one step can draw)."""
   import types
 
+  from grpo_jax.strategy import rollout as sr
   from grpo_jax.train import dynamic_sampling as ds
-  from grpo_jax.train import strategy_rollout as sr
 
   cfg = config_file.load(
     str(ROOT / "configs/tiny_test.py"), ["strategy.enabled=true", "strategy.num_previews=2"]
@@ -193,12 +184,14 @@ def test_presample_budget_covers_what_dynamic_sampling_draws(
   mesh = types.SimpleNamespace(shape={"data": 4, "fsdp": 2})  # 8 devices
   asked = {}
   monkeypatch.setattr(
-    sr, "write_presample", lambda *a, num_prompts, **kw: asked.update(w=num_prompts)
+    sr,
+    "write_presample",
+    lambda path, policy, task, spec, plan, **kw: asked.update(w=plan.num_prompts),
   )
   monkeypatch.setattr(sr, "load_presample", lambda path, spec, num: asked.update(l=num))
-  rollout = sr.StrategyRollout.__new__(sr.StrategyRollout)
-  rollout.cfg, rollout.task, rollout.spec, rollout.active = cfg, None, None, True
-  rollout.prepare(None, None, mesh, tmp_path, 0, log=lambda *_: None)
+  rollout = sr.TwoStageRollout.__new__(sr.TwoStageRollout)
+  rollout.cfg, rollout.task, rollout.spec = cfg, None, None
+  rollout.prepare(Policy(None, None, mesh, None), tmp_path, 0, log=lambda *_: None)
   assert asked == {"w": cfg.steps * want, "l": cfg.steps * want}
   # The stream positions one step of dynamic_sampling reads (all groups uninformative, so
   # every round runs) lie within that per-step budget.
@@ -211,15 +204,9 @@ def test_presample_budget_covers_what_dynamic_sampling_draws(
   def rollout_fn(problems, rng):
     n = 2 * len(problems)
     ids = np.repeat(np.arange(len(problems), dtype=np.int32), 2)
-    batch = {
-      "tokens_NxL": np.ones((n, 3), np.int32),
-      "completion_mask_NxT": np.ones((n, 1), np.int32),
-      "rewards_N": np.ones(n, np.float32),
-      "group_ids_N": ids,
-      "subgroup_ids_N": ids,
-      "truncated_N": np.zeros(n, bool),
-    }
-    return batch, {}
+    return rollout_batch(
+      tokens_NxL=np.ones((n, 3), np.int32), rewards_N=np.ones(n, np.float32), group_ids_N=ids
+    )
 
-  _, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, 1, 8)
-  assert max(read) + 1 == info["data/consumed"] == want
+  _, consumed = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, 8)
+  assert max(read) + 1 == consumed == want

@@ -6,6 +6,7 @@ import pytest
 
 from grpo_jax.config import base_config
 from grpo_jax.train import dynamic_sampling as ds
+from grpo_jax.train.batch import RolloutBatch
 
 P, T, EOS, PAD = 2, 10, 1, 0
 
@@ -22,7 +23,8 @@ def make_cfg(**dapo):
 
 def fake_rollout(lengths=None):
   """Problem p: rewards equal within the group iff p % 3 == 0; row j of the group has length
-  lengths[p % len(lengths)][j] (T without EOS = truncated). Records the keys it was given."""
+  lengths[p % len(lengths)][j] (T without EOS = truncated). Records the keys it was given.
+  Each row's problem is in ``problems_N``."""
   lengths = lengths or [(3, 5)]
   keys = []
 
@@ -36,15 +38,19 @@ def fake_rollout(lengths=None):
     comp[np.arange(n), lens - 1] = np.where(lens < T, EOS, 7)  # full length, no EOS: truncated
     tokens = np.concatenate([np.full((n, P), 3), comp], axis=1).astype(np.int32)
     ids = np.repeat(np.arange(len(problems), dtype=np.int32), 2)
-    batch = {
-      "tokens_NxL": tokens,
-      "completion_mask_NxT": mask,
-      "rewards_N": rewards,
-      "group_ids_N": ids,
-      "subgroup_ids_N": ids.copy(),
-      "problem_N": np.repeat(np.asarray(problems), 2),
-    }
-    return batch, {"completions": [f"p{p}r{j}" for p in problems for j in range(2)]}
+    return RolloutBatch(
+      tokens_NxL=tokens,
+      input_mask_NxL=np.concatenate([np.ones((n, P), np.int32), mask], axis=1),
+      completion_mask_NxT=mask,
+      sample_logps_NxT=np.zeros(mask.shape, np.float32),
+      rewards_N=rewards,
+      group_ids_N=ids,
+      subgroup_ids_N=ids.copy(),
+      truncated_N=lens >= T,  # the sampler's: no EOS within T
+      lengths_N=lens,
+      problems_N=list(np.repeat(np.asarray(problems), 2)),
+      completions_N=[f"p{p}r{j}" for p in problems for j in range(2)],
+    )
 
   return rollout_fn, keys
 
@@ -54,27 +60,30 @@ problems_fn = lambda start, count: list(range(start, start + count))
 
 def test_passthrough_when_off():
   rollout_fn, _ = fake_rollout([(3, T)])
-  raw, _ = rollout_fn(problems_fn(0, 4), None)
-  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), make_cfg(), EOS)
-  for k in raw:
-    np.testing.assert_array_equal(batch[k], raw[k])
-  np.testing.assert_array_equal(batch["loss_mask_N"], 1)
+  raw = rollout_fn(problems_fn(0, 4), None)
+  batch, consumed = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), make_cfg())
+  info = batch.metrics
+  for k, v in raw.arrays().items():
+    np.testing.assert_array_equal(getattr(batch, k), v)
+  assert batch.problems_N == raw.problems_N
+  np.testing.assert_array_equal(batch.loss_mask_N, 1)
   assert info["dapo/rounds"] == 1 and info["dapo/kept_groups"] == 4
-  assert info["data/consumed"] == 4 and info["response/truncated_frac"] == 0.5
+  assert consumed == 4 and info["response/truncated_frac"] == 0.5
 
 
 def test_drops_all_equal_groups_and_refills():
   rollout_fn, keys = fake_rollout()
   cfg = make_cfg(dynamic_sampling=True, max_sampling_rounds=5)
-  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  batch, consumed = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
+  info = batch.metrics
   # Problems 0..3, 4..7: 0, 3, 6 are all-equal; the first four others are 1, 2, 4, 5.
-  np.testing.assert_array_equal(batch["problem_N"], np.repeat([1, 2, 4, 5], 2))
-  np.testing.assert_array_equal(batch["group_ids_N"], np.repeat(np.arange(4), 2))
-  np.testing.assert_array_equal(batch["subgroup_ids_N"], np.repeat(np.arange(4), 2))
+  np.testing.assert_array_equal(batch.problems_N, np.repeat([1, 2, 4, 5], 2))
+  np.testing.assert_array_equal(batch.group_ids_N, np.repeat(np.arange(4), 2))
+  np.testing.assert_array_equal(batch.subgroup_ids_N, np.repeat(np.arange(4), 2))
   assert info["dapo/rounds"] == 2 and info["dapo/kept_groups"] == 4
-  assert info["data/consumed"] == 8 and info["dapo/sampled_groups"] == 8
+  assert consumed == 8 and info["dapo/sampled_groups"] == 8
   assert info["dapo/informative_frac"] == 5 / 8
-  assert info["completions"][:2] == ["p1r0", "p1r1"]
+  assert batch.completions_N[:2] == ["p1r0", "p1r1"]
   # Round 0 uses the step key, round 1 a key folded from it.
   np.testing.assert_array_equal(keys[0], jax.random.key_data(jax.random.PRNGKey(0)))
   np.testing.assert_array_equal(
@@ -85,16 +94,17 @@ def test_drops_all_equal_groups_and_refills():
 def test_short_batch_is_padded_or_raises():
   rollout_fn, _ = fake_rollout()
   cfg = make_cfg(dynamic_sampling=True, max_sampling_rounds=1, oversample=1.0)
-  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
+  info = batch.metrics
   assert info["dapo/kept_groups"] == 2 and info["dapo/rounds"] == 1
-  assert batch["rewards_N"].shape == (8,)
-  np.testing.assert_array_equal(batch["group_ids_N"], [0, 0, 1, 1, -1, -1, -1, -1])
-  np.testing.assert_array_equal(batch["subgroup_ids_N"][4:], -1)
-  assert batch["completion_mask_NxT"][4:].sum() == 0 and batch["loss_mask_N"][4:].sum() == 0
-  assert info["completions"][4:] == [""] * 4
+  assert batch.rewards_N.shape == (8,)
+  np.testing.assert_array_equal(batch.group_ids_N, [0, 0, 1, 1, -1, -1, -1, -1])
+  np.testing.assert_array_equal(batch.subgroup_ids_N[4:], -1)
+  assert batch.completion_mask_NxT[4:].sum() == 0 and batch.loss_mask_N[4:].sum() == 0
+  assert batch.completions_N[4:] == [""] * 4 and batch.problems_N[4:] == [None] * 4
   cfg.dapo.require_full_batch = True
   with pytest.raises(RuntimeError, match="kept 2 of 4 groups after 1 rounds"):
-    ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+    ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
 
 
 def test_oversample_rounds_to_device_multiple():
@@ -116,12 +126,13 @@ def test_overlong_filter_and_penalty_in_the_batch():
   cfg = make_cfg(
     overlong_filter=True, overlong_penalty=True, overlong_buffer=4, overlong_penalty_weight=1.0
   )
-  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
-  raw, _ = rollout_fn(problems_fn(0, 4), None)
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
+  info = batch.metrics
+  raw = rollout_fn(problems_fn(0, 4), None)
   # Lengths 3, 10 (truncated), 8, 9, ...: penalties 0, −1, −0.5, −0.75.
-  np.testing.assert_allclose(batch["rewards_N"] - raw["rewards_N"], [0, -1, -0.5, -0.75] * 2)
-  np.testing.assert_array_equal(batch["loss_mask_N"], [1, 0, 1, 1] * 2)
-  np.testing.assert_array_equal(batch["truncated_N"], [0, 1, 0, 0] * 2)
+  np.testing.assert_allclose(batch.rewards_N - raw.rewards_N, [0, -1, -0.5, -0.75] * 2)
+  np.testing.assert_array_equal(batch.loss_mask_N, [1, 0, 1, 1] * 2)
+  np.testing.assert_array_equal(batch.truncated_N, [0, 1, 0, 0] * 2)
   assert info["dapo/overlong_filtered_frac"] == 0.25
   np.testing.assert_allclose(info["dapo/overlong_penalty_mean"], -2.25 / 4)
 
@@ -149,12 +160,11 @@ def test_every_dapo_key_changes_the_output(key, value, reference):
 
   def sample(settings):
     rollout_fn, _ = fake_rollout([(3, 3), (8, T)])
-    out, info = ds.sample_batch(
-      rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), make_cfg(**settings), EOS
+    out, _ = ds.sample_batch(
+      rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), make_cfg(**settings)
     )
-    return np.concatenate(
-      [out["rewards_N"], out["loss_mask_N"], out["problem_N"], [info["dapo/rounds"]]]
-    )
+    problem_N = [-1 if p is None else p for p in out.problems_N]
+    return np.concatenate([out.rewards_N, out.loss_mask_N, problem_N, [out.metrics["dapo/rounds"]]])
 
   base = sample(reference)
   if key == "require_full_batch":
@@ -170,21 +180,21 @@ def test_hadw_accuracy_covers_dropped_groups():
 
   rollout_fn, _ = fake_rollout()
   cfg = make_cfg(dynamic_sampling=True, max_sampling_rounds=5)
-  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
   # Two rounds of problems 0..7: 0, 3, 6 score [1, 1], the others [1, 0] -> 11 / 16.
-  np.testing.assert_allclose(batch["step_accuracy_N"], 11 / 16)
-  assert np.mean(batch["rewards_N"]) == 0.5  # the kept groups alone would say 0.5
+  np.testing.assert_allclose(batch.step_accuracy, 11 / 16)
+  assert np.mean(batch.rewards_N) == 0.5  # the kept groups alone would say 0.5
   cfg.hadw.enabled = True
   args = (
-    batch["rewards_N"],
-    batch["group_ids_N"],
-    batch["subgroup_ids_N"],
+    batch.rewards_N,
+    batch.group_ids_N,
+    batch.subgroup_ids_N,
     cfg,
     advantages.init_anchor(cfg),
     jax.random.PRNGKey(0),
   )
   _, _, aux_kept = advantages.compute(*args)
-  _, anchor, aux_all = advantages.compute(*args, batch_acc=np.mean(batch["step_accuracy_N"]))
+  _, anchor, aux_all = advantages.compute(*args, batch_acc=batch.step_accuracy)
   assert float(aux_kept["hadw/batch_acc"]) == 0.5
   np.testing.assert_allclose(float(aux_all["hadw/batch_acc"]), 11 / 16)
   np.testing.assert_allclose(float(aux_all["hadw/anchor"]), 11 / 16)  # first step: C⁻ := y_1
@@ -195,8 +205,9 @@ M = 3  # preview slots of the two-stage layout
 
 def two_stage_rollout(preview_lens, completion_lens, truncated, train_on_preview):
   """A 4-row two-stage batch (B = 2 prompts × G = 2, K = 2 previews): responses are preview ⊕
-  completion packed by ``strategy_layout.pack_responses``, right-padded to M + T columns."""
-  from grpo_jax.sampling import strategy_layout as layout
+  completion packed by ``strategy.layout.pack_responses``, right-padded to M + T columns; the
+  rollout's ``truncated_N`` (the sampler's) and ``lengths_N`` (the completion alone)."""
+  from grpo_jax.strategy import layout
 
   def rollout_fn(problems, rng):
     n = len(problems) * 2
@@ -206,25 +217,24 @@ def two_stage_rollout(preview_lens, completion_lens, truncated, train_on_preview
     ends = np.asarray(completion_lens) - 1
     comp[np.arange(n), ends] = np.where(truncated, 7, EOS)
     packed = layout.pack_responses(
-      np.where(prev_mask > 0, 4, PAD),
-      prev_mask,
-      -0.1 * prev_mask,
-      comp,
-      comp_mask,
-      -0.2 * comp_mask,
+      layout.Segment(np.where(prev_mask > 0, 4, PAD), prev_mask, -0.1 * prev_mask),
+      layout.Segment(comp, comp_mask, -0.2 * comp_mask),
       PAD,
       train_on_preview,
     )
     ids = np.repeat(np.arange(len(problems), dtype=np.int32), 2)
-    batch = {
-      "tokens_NxL": np.concatenate([np.full((n, P), 3), packed["tokens_NxR"]], 1),
-      "completion_mask_NxT": packed["loss_mask_NxR"],
-      "rewards_N": np.array([1.0, 0.0] * len(problems), np.float32),
-      "group_ids_N": ids,
-      "subgroup_ids_N": np.arange(n, dtype=np.int32),
-      "truncated_N": np.asarray(truncated, bool),  # the sampler's
-    }
-    return batch, {"completions": [""] * n}
+    return RolloutBatch(
+      tokens_NxL=np.concatenate([np.full((n, P), 3), packed["tokens_NxR"]], 1),
+      input_mask_NxL=np.concatenate([np.ones((n, P)), packed["input_mask_NxR"]], 1),
+      completion_mask_NxT=packed["loss_mask_NxR"],
+      sample_logps_NxT=packed["logps_NxR"],
+      rewards_N=np.array([1.0, 0.0] * len(problems), np.float32),
+      group_ids_N=ids,
+      subgroup_ids_N=np.arange(n, dtype=np.int32),
+      truncated_N=np.asarray(truncated, bool),  # the sampler's
+      lengths_N=np.asarray(completion_lens),
+      completions_N=[""] * n,
+    )
 
   return rollout_fn
 
@@ -243,38 +253,33 @@ def test_two_stage_truncation_is_the_samplers():
   the sampler's truncated_N sees them (the last column catches the full-width row alone)."""
   rollout_fn = two_stage_rollout([1, 2, 1, 3], [T] * 4, [True] * 4, train_on_preview=False)
   cfg = two_stage_cfg(overlong_filter=True)
-  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
-  raw, _ = rollout_fn(problems_fn(0, 2), None)
-  assert ds.truncated_rows(raw, EOS).tolist() == [False, False, False, True]
-  np.testing.assert_array_equal(batch["truncated_N"], True)
-  np.testing.assert_array_equal(batch["loss_mask_N"], 0)
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
+  info = batch.metrics
+  raw = rollout_fn(problems_fn(0, 2), None)
+  # The packed rows' last column (full and not EOS) catches the full-width row alone.
+  last_full_N = (raw.completion_mask_NxT[:, -1] > 0) & (raw.tokens_NxL[:, -1] != EOS)
+  assert last_full_N.tolist() == [False, False, False, True]
+  np.testing.assert_array_equal(batch.truncated_N, True)
+  np.testing.assert_array_equal(batch.loss_mask_N, 0)
   assert info["response/truncated_frac"] == 1.0
   assert info["dapo/overlong_filtered_frac"] == 1.0
-  raw.pop("truncated_N")  # without the sampler's flags a two-stage batch cannot be judged
-  with pytest.raises(ValueError, match="truncated_N"):
-    ds.sample_batch(lambda p, r: (raw, {}), problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  # Without the sampler's flags a batch cannot be built, so it is never judged on its columns.
+  fields = {k: v for k, v in raw.arrays().items() if k != "truncated_N"}
+  with pytest.raises(TypeError, match="truncated_N"):
+    RolloutBatch(**fields)
 
 
 @pytest.mark.parametrize("train_on_preview", [False, True])
 def test_two_stage_overlong_penalty_counts_the_completion_only(train_on_preview):
   """L_i is the completion's length, whether or not the preview is in the loss mask."""
   completion_lens = [4, 6, 8, 9]  # L_max = 10, buffer 4: penalties 0, 0, −0.5, −0.75
-  inner = two_stage_rollout([3, 2, 3, 1], completion_lens, [False] * 4, train_on_preview)
-
-  def rollout_fn(problems, rng):
-    batch, info = inner(problems, rng)
-    return {**batch, "lengths_N": np.asarray(completion_lens)}, info
-
+  rollout_fn = two_stage_rollout([3, 2, 3, 1], completion_lens, [False] * 4, train_on_preview)
   cfg = two_stage_cfg(train_on_preview, **SHAPING)
-  batch, info = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
-  np.testing.assert_allclose(batch["rewards_N"] - [1, 0, 1, 0], [0, 0, -0.5, -0.75])
-  # Without lengths_N: Σ completion mask is the completion alone unless the preview is trained.
-  if train_on_preview:
-    with pytest.raises(ValueError, match="lengths_N"):
-      ds.sample_batch(inner, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
-  else:
-    plain, _ = ds.sample_batch(inner, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
-    np.testing.assert_allclose(plain["rewards_N"], batch["rewards_N"])
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
+  np.testing.assert_allclose(batch.rewards_N - [1, 0, 1, 0], [0, 0, -0.5, -0.75])
+  # Σ completion mask is the completion alone unless the preview is trained: lengths_N is.
+  mask_sum_N = batch.completion_mask_NxT.sum(1)
+  assert (mask_sum_N.tolist() != completion_lens) == train_on_preview
 
 
 def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
@@ -284,15 +289,15 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
 
   rollout_fn, _ = fake_rollout([(3, 8)])  # the second row of each group is 8 long: −0.5
   cfg = make_cfg(**SHAPING)
-  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, EOS)
+  batch, _ = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
   # Problems 0 and 3 score [1, 1] (p̂ = 1) and become [1, 0.5]; 1 and 2: [1, 0] -> [1, −0.5].
-  np.testing.assert_array_equal(batch["accuracy_N"], [1, 1, 1, 0, 1, 0, 1, 1])
-  np.testing.assert_allclose(batch["rewards_N"], [1, 0.5, 1, -0.5, 1, -0.5, 1, 0.5])
+  np.testing.assert_array_equal(batch.accuracy_N, [1, 1, 1, 0, 1, 0, 1, 1])
+  np.testing.assert_allclose(batch.rewards_N, [1, 0.5, 1, -0.5, 1, -0.5, 1, 0.5])
   cfg.hadw.anchor, cfg.hadw.fixed_anchor = "fixed", 0.5
 
   def adv(enabled, **kw):
     cfg.hadw.enabled = enabled
-    args = (batch["rewards_N"], batch["group_ids_N"], batch["subgroup_ids_N"], cfg)
+    args = (batch.rewards_N, batch.group_ids_N, batch.subgroup_ids_N, cfg)
     out, _, aux = advantages.compute(*args, advantages.init_anchor(cfg), jax.random.key(0), **kw)
     return np.asarray(out), aux
 
@@ -301,7 +306,7 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
   # Φ = λ·exp(−sgn(A)·sgn(d)·|d|), d = p̂ − 0.5: p̂ = 1 for groups 0 and 3, 0.5 for 1 and 2.
   lam, e = 1.3, np.exp(0.5)
   want_raw = lam * np.array([1 / e, e, 1, 1, 1, 1, 1 / e, e])
-  raw, aux = adv(True, accuracy_N=batch["accuracy_N"])
+  raw, aux = adv(True, accuracy_N=batch.accuracy_N)
   np.testing.assert_allclose(raw / plain, want_raw, rtol=1e-5)
   np.testing.assert_allclose(float(aux["hadw/batch_acc"]), 6 / 8)  # y_t: raw accuracy too
   # The shaped rewards would give p̂ = 0.75 and 0.25 instead.

@@ -4,6 +4,7 @@ part and as the whole batch, no all-reduce left inside the accumulation loop, an
 equal to one device's on every mesh (split parameters keep the partitioner's reductions)."""
 
 import functools
+import pathlib
 import re
 
 import jax
@@ -11,15 +12,17 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from helpers_update import load, rel_diff, run, synthetic_batch
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config import files as config_file
 from grpo_jax.train import microbatch
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _toy_loss(params, rows):
@@ -41,7 +44,7 @@ def _toy(mesh_shape):
 
 
 def _mesh_cfg(data, fsdp, tensor):
-  cfg = load().mesh
+  cfg = config_file.load(str(ROOT / "configs/tiny_test.py")).mesh
   cfg.data, cfg.fsdp, cfg.tensor = data, fsdp, tensor
   return cfg
 
@@ -53,7 +56,7 @@ def _accumulated(mesh, params, rows, k, reduce_mesh):
 
 
 @pytest.mark.parametrize("mesh_shape", [(8, 1, 1), (4, 2, 1), (2, 2, 2)])
-def test_one_reduction_gives_the_whole_batch_sums(mesh_shape):
+def test_one_reduction_gives_the_whole_batch_sums(mesh_shape, rel_diff):
   mesh, params, rows = _toy(mesh_shape)
   (loss, (aux, per_row)), grads = jax.device_get(
     jax.value_and_grad(_toy_loss, has_aux=True)(params, rows)
@@ -131,12 +134,12 @@ OVERRIDES = ("loss.micro_batch_size=4", "loss.share_prompt=true", "loss.kl_coef=
 
 
 @functools.cache
-def _sgd_step(shape, rules):
+def _sgd_step(shape, rules, load_cfg, synthetic_batch, run_update):
   """(gradient θ0 − θ1 of one SGD-rate-1 update, metrics, axes the parameters are split over)
   on a data × fsdp × tensor mesh of ``shape``, the state placed by the preset ``rules``, over
   a synthetic batch whose groups of 4 rows share their prompt."""
   mesh_keys = (f"mesh.{a}={n}" for a, n in zip(shard_lib.AXES, shape))
-  cfg = load((*OVERRIDES, *mesh_keys, f"mesh.train_rules={rules}"))
+  cfg = load_cfg((*OVERRIDES, *mesh_keys, f"mesh.train_rules={rules}"))
   mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[: int(np.prod(shape))])
   task = data.build_task(cfg)
   model_cfg = models.ModelConfig.from_config(cfg.model, vocab_size=len(task.tokenizer))
@@ -147,8 +150,8 @@ def _sgd_step(shape, rules):
   update = make_update_step(graphdef, optax.sgd(1.0), cfg, mesh, shardings, task.prompt_len)
   batch = synthetic_batch(cfg, task)
   P_len = task.prompt_len
-  batch["tokens_NxL"][:, :P_len] = np.repeat(batch["tokens_NxL"][::4, :P_len], 4, axis=0)
-  new_state, metrics = run(update, state, batch, mesh)
+  batch.tokens_NxL[:, :P_len] = np.repeat(batch.tokens_NxL[::4, :P_len], 4, axis=0)
+  new_state, metrics = run_update(update, state, batch, mesh)
   grads = jax.tree.map(lambda a, b: a - b, jax.device_get(state["params"]), new_state["params"])
   return grads, metrics, shard_lib.split_axes(shardings["params"])
 
@@ -161,10 +164,13 @@ def _sgd_step(shape, rules):
     ((2, 2, 2), "train", {"fsdp", "tensor"}),  # split parameters: reduced per micro-batch
   ],
 )
-def test_update_on_each_mesh_equals_one_device(shape, rules, split):
+def test_update_on_each_mesh_equals_one_device(
+  shape, rules, split, rel_diff, load_cfg, synthetic_batch, run_update
+):
   """One SGD step agrees with one device's, whichever reduction the mesh gets."""
-  g1, m1, _ = _sgd_step((1, 1, 1), "train")
-  g8, m8, split_axes = _sgd_step(shape, rules)
+  kit = (load_cfg, synthetic_batch, run_update)
+  g1, m1, _ = _sgd_step((1, 1, 1), "train", *kit)
+  g8, m8, split_axes = _sgd_step(shape, rules, *kit)
   assert split_axes == split
   assert rel_diff(g1, g8) < 1e-5
   for key in ("loss/total", "grad/norm", "loss/kl"):

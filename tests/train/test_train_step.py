@@ -11,7 +11,7 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.train.metrics import check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.rollout import SampleSettings, rollout
+from grpo_jax.train.rollout import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
 
@@ -35,25 +35,16 @@ def _setup(devices, overrides=()):
 def _batch(cfg, task, graphdef, state, mesh):
   problems = task.train_problems(0, cfg.sampling.prompts_per_step)
   settings = SampleSettings.from_config(cfg.sampling)
-  batch, _ = rollout(
-    graphdef,
-    state["params"],
-    task,
-    problems,
-    cfg.sampling.group_size,
-    jax.random.PRNGKey(3),
-    settings,
-    mesh,
-  )
+  policy = Policy(graphdef, state["params"], mesh, settings)
+  batch = OneStageRollout(cfg, task)(policy, problems, jax.random.PRNGKey(3))
   # Make sure the batch has signal: alternate rewards inside each group.
-  batch["rewards_N"] = (np.arange(len(batch["rewards_N"])) % 2).astype(np.float32)
-  return batch
+  return batch.replace(rewards_N=(np.arange(batch.num_rows) % 2).astype(np.float32))
 
 
 def test_on_policy_ratio_is_exactly_one():
   cfg, mesh, task, graphdef, state, update = _setup(jax.devices()[:1])
   batch = _batch(cfg, task, graphdef, state, mesh)
-  _, metrics = update(state, shard_lib.shard_batch(batch, mesh))
+  _, metrics = update(state, batch.to_device(mesh))
   metrics = to_host(metrics)
   assert metrics["ratio/mean"] == 1.0
   assert metrics["clip/low_frac"] == 0.0 and metrics["clip/high_frac"] == 0.0
@@ -67,7 +58,7 @@ def test_one_device_and_eight_devices_agree():
   for devices in (jax.devices()[:1], jax.devices()[:8]):
     cfg, mesh, task, graphdef, state, update = _setup(devices)
     batch = _batch(cfg, task, graphdef, state, mesh) if batch is None else batch
-    new_state, metrics = update(state, shard_lib.shard_batch(batch, mesh))
+    new_state, metrics = update(state, batch.to_device(mesh))
     results.append((to_host(metrics), jax.device_get(new_state["params"])))
   (m1, p1), (m8, p8) = results
   assert len(jax.devices()) == 8

@@ -6,7 +6,6 @@ import jax
 import numpy as np
 import optax
 import pytest
-from helpers_update import completion_logps, rel_diff, run, setup, synthetic_batch
 
 from grpo_jax import advantages as adv_lib
 from grpo_jax import losses as loss_lib
@@ -46,15 +45,15 @@ def plain_update(graphdef, optimizer, cfg, prompt_len):
   return jax.jit(update)
 
 
-def test_one_step_path_is_the_plain_on_policy_step():
-  cfg, mesh, task, graphdef, state, update = setup()
+def test_one_step_path_is_the_plain_on_policy_step(update_setup, synthetic_batch, run_update):
+  cfg, mesh, task, graphdef, state, update = update_setup()
   batch = synthetic_batch(cfg, task)
-  del batch["loss_mask_N"]
-  new_state, metrics = run(update, state, batch, mesh)
+  batch = batch.replace(loss_mask_N=None)  # every row in the loss
+  new_state, metrics = run_update(update, state, batch, mesh)
   from grpo_jax.train.optimizer import make_optimizer
 
   params, loss = plain_update(graphdef, make_optimizer(cfg.optimizer), cfg, task.prompt_len)(
-    state, batch
+    state, batch.to_device(mesh)
   )
   # Two separately compiled programs: equal up to float32 rounding (fusion and summation order
   # may differ between them, and do on some CPUs), not bit for bit.
@@ -65,16 +64,18 @@ def test_one_step_path_is_the_plain_on_policy_step():
   assert metrics["update/steps"] == 1.0
 
 
-def test_second_iteration_uses_the_old_log_probs_of_the_first():
+def test_second_iteration_uses_the_old_log_probs_of_the_first(
+  update_setup, synthetic_batch, run_update, completion_logps, rel_diff
+):
   """μ = 2: step 1 is on-policy (ppo_kl 0); step 2 sees ratio π_θ1/π_θ0, so the logged mean
   ppo_kl is ½·mean(logπ_θ0 − logπ_θ1) with θ1 the one-step result."""
-  cfg, mesh, task, graphdef, state, update = setup()
+  cfg, mesh, task, graphdef, state, update = update_setup()
   batch = synthetic_batch(cfg, task)
-  one, m_one = run(update, state, batch, mesh)
-  _, mesh2, _, _, state2, update2 = setup(("loss.num_iterations=2",))
-  two, m_two = run(update2, state2, batch, mesh2)
+  one, m_one = run_update(update, state, batch, mesh)
+  _, mesh2, _, _, state2, update2 = update_setup(("loss.num_iterations=2",))
+  two, m_two = run_update(update2, state2, batch, mesh2)
 
-  mask_NxT = (batch["completion_mask_NxT"] * batch["loss_mask_N"][:, None]) > 0
+  mask_NxT = (batch.completion_mask_NxT * batch.loss_mask_N[:, None]) > 0
   logp0 = completion_logps(graphdef, state["params"], batch, cfg, task)
   logp1 = completion_logps(graphdef, one["params"], batch, cfg, task)
   kl_step2 = np.sum(np.where(mask_NxT, logp0 - logp1, 0.0)) / mask_NxT.sum()
@@ -91,7 +92,7 @@ def test_second_iteration_uses_the_old_log_probs_of_the_first():
 
 
 @pytest.mark.slow
-def test_minibatches_change_the_update():
+def test_minibatches_change_the_update(update_setup, synthetic_batch, run_update, rel_diff):
   batch = synthetic_batch()
   results = []
   for overrides in (
@@ -99,8 +100,8 @@ def test_minibatches_change_the_update():
     ("loss.num_minibatches=2",),
     ("loss.num_minibatches=2", "loss.num_iterations=2"),
   ):
-    _, mesh, _, _, state, update = setup(overrides)
-    new_state, metrics = run(update, state, batch, mesh)
+    _, mesh, _, _, state, update = update_setup(overrides)
+    new_state, metrics = run_update(update, state, batch, mesh)
     results.append((new_state["params"], metrics))
   (p1, m1), (p2, m2), (p4, m4) = results
   assert rel_diff(p1, p2) > 1e-6 and rel_diff(p2, p4) > 1e-6

@@ -4,7 +4,6 @@
 import jax
 import numpy as np
 import pytest
-from helpers_update import rel_diff, run, setup, sgd_grad, synthetic_batch
 
 from grpo_jax.losses import AGGREGATIONS
 
@@ -12,7 +11,7 @@ EXTRA = ("loss.kl_coef=0.05", "loss.entropy_coef=0.01")
 
 
 @pytest.mark.parametrize("aggregation", sorted(AGGREGATIONS))
-def test_micro_batches_give_the_full_batch_update(aggregation):
+def test_micro_batches_give_the_full_batch_update(aggregation, synthetic_batch, rel_diff, sgd_grad):
   """32 rows at once vs 4 micro-batches of 8: one SGD step (θ1 = θ0 − g) agrees to 1e-6."""
   base = (f"loss.aggregation={aggregation}", *EXTRA)
   batch = synthetic_batch()
@@ -25,12 +24,12 @@ def test_micro_batches_give_the_full_batch_update(aggregation):
   if aggregation == "token_mean":
     # The per-row loss mask is honoured: unmasking every row changes the gradient.
     g_all, _ = sgd_grad(
-      (*base, "loss.micro_batch_size=8"), dict(batch, loss_mask_N=1 + 0 * batch["loss_mask_N"])
+      (*base, "loss.micro_batch_size=8"), batch.replace(loss_mask_N=1 + 0 * batch.loss_mask_N)
     )
     assert rel_diff(g_mb, g_all) > 1e-3
 
 
-def test_micro_batches_with_minibatches_and_eight_devices():
+def test_micro_batches_with_minibatches_and_eight_devices(synthetic_batch, rel_diff, sgd_grad):
   """2 minibatches, micro-batches of 4 over 8 devices = 1 device, whole minibatches."""
   batch = synthetic_batch()
   g1, m1 = sgd_grad(("loss.num_minibatches=2",), batch)
@@ -41,7 +40,7 @@ def test_micro_batches_with_minibatches_and_eight_devices():
   assert m1["ppo_kl"] != 0.0  # the second minibatch step is off-policy
 
 
-def test_micro_batch_size_must_divide_the_rows():
-  cfg, mesh, task, _, state, update = setup(("loss.micro_batch_size=5",))
+def test_micro_batch_size_must_divide_the_rows(update_setup, synthetic_batch, run_update):
+  cfg, mesh, task, _, state, update = update_setup(("loss.micro_batch_size=5",))
   with pytest.raises(ValueError, match="loss.micro_batch_size"):
-    run(update, state, synthetic_batch(cfg, task), mesh)
+    run_update(update, state, synthetic_batch(cfg, task), mesh)

@@ -5,14 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers_update import fresh, load, setup, synthetic_batch
 
 from grpo_jax import models
-from grpo_jax import sharding as shard_lib
 from grpo_jax.train.state import init_state
 
 
-def forward_count(monkeypatch, overrides):
+def forward_count(monkeypatch, overrides, update_setup, synthetic_batch):
   """How many model forward passes the update traces (lowered, not compiled)."""
   calls = []
   real = models.token_logps
@@ -22,8 +20,8 @@ def forward_count(monkeypatch, overrides):
     return real(*args, **kwargs)
 
   monkeypatch.setattr(models, "token_logps", counting)
-  cfg, mesh, task, _, state, update = setup.__wrapped__(tuple(overrides))
-  batch = shard_lib.shard_batch(synthetic_batch(cfg, task), mesh)
+  cfg, mesh, task, _, state, update = update_setup.__wrapped__(tuple(overrides))
+  batch = synthetic_batch(cfg, task).to_device(mesh)
   update.lower(state, batch)
   return len(calls), "ref_params" in state
 
@@ -37,29 +35,31 @@ def forward_count(monkeypatch, overrides):
     (("loss.num_iterations=2", "loss.kl_coef=0.1"), (3, True)),
   ],
 )
-def test_reference_forward_only_with_kl(monkeypatch, overrides, expected):
-  assert forward_count(monkeypatch, overrides) == expected
+def test_reference_forward_only_with_kl(
+  monkeypatch, overrides, expected, update_setup, synthetic_batch
+):
+  assert forward_count(monkeypatch, overrides, update_setup, synthetic_batch) == expected
 
 
-def test_reference_is_a_frozen_copy_and_kl_grows():
-  cfg, mesh, task, graphdef, state, update = setup(("loss.kl_coef=0.1",))
+def test_reference_is_a_frozen_copy_and_kl_grows(update_setup, synthetic_batch, fresh):
+  cfg, mesh, task, graphdef, state, update = update_setup(("loss.kl_coef=0.1",))
   batch = synthetic_batch(cfg, task)
   theta0 = jax.device_get(state["params"])
   assert all(
     np.array_equal(a, b)
     for a, b in zip(jax.tree.leaves(theta0), jax.tree.leaves(state["ref_params"]))
   )
-  sharded = shard_lib.shard_batch(batch, mesh)
+  sharded = batch.to_device(mesh)
   s1, m1 = update(fresh(state), sharded)
   theta1 = jax.device_get(s1["params"])
   s2, m2 = update(s1, sharded)
   m1, m2 = jax.device_get(m1), jax.device_get(m2)
   assert abs(float(m1["loss/kl"])) < 1e-9  # the policy starts at the reference
   # Step 2's KL is k3 of log π_θ1 − log π_ref, token mean over the loss mask.
-  mask = (batch["completion_mask_NxT"] * batch["loss_mask_N"][:, None]) > 0
+  mask = (batch.completion_mask_NxT * batch.loss_mask_N[:, None]) > 0
   lp = lambda p: np.asarray(
     models.token_logps(
-      graphdef, p, jnp.asarray(batch["tokens_NxL"]), jnp.asarray(batch["input_mask_NxL"])
+      graphdef, p, jnp.asarray(batch.tokens_NxL), jnp.asarray(batch.input_mask_NxL)
     ),
     np.float64,
   )[:, task.prompt_len :]
@@ -71,31 +71,31 @@ def test_reference_is_a_frozen_copy_and_kl_grows():
     np.testing.assert_array_equal(a, b)  # frozen
 
 
-def test_no_reference_without_kl():
-  cfg = load()
+def test_no_reference_without_kl(load_cfg):
+  cfg = load_cfg()
   params = {"w": jnp.ones(3)}
   import optax
 
   assert "ref_params" not in init_state(params, optax.sgd(1.0), cfg)
 
 
-def test_entropy_metric_and_bonus():
+def test_entropy_metric_and_bonus(update_setup, synthetic_batch, fresh):
   """coef 0: loss/entropy is the sample estimate mean(−logπ(y_t)); coef ≠ 0: the exact
   entropy of the tempered distribution, and the bonus changes the update."""
   batch = synthetic_batch()
   out = {}
   for coef in ("0.0", "0.5"):
-    cfg, mesh, task, graphdef, state, update = setup((f"loss.entropy_coef={coef}",))
-    new_state, metrics = update(fresh(state), shard_lib.shard_batch(batch, mesh))
+    cfg, mesh, task, graphdef, state, update = update_setup((f"loss.entropy_coef={coef}",))
+    new_state, metrics = update(fresh(state), batch.to_device(mesh))
     out[coef] = (jax.device_get(new_state["params"]), jax.device_get(metrics))
   logp, ent = models.token_logps(
     graphdef,
     state["params"],
-    jnp.asarray(batch["tokens_NxL"]),
-    jnp.asarray(batch["input_mask_NxL"]),
+    jnp.asarray(batch.tokens_NxL),
+    jnp.asarray(batch.input_mask_NxL),
     with_entropy=True,
   )
-  mask = (batch["completion_mask_NxT"] * batch["loss_mask_N"][:, None]) > 0
+  mask = (batch.completion_mask_NxT * batch.loss_mask_N[:, None]) > 0
   mean = lambda x: np.sum(np.where(mask, np.asarray(x)[:, task.prompt_len :], 0)) / mask.sum()
   np.testing.assert_allclose(float(out["0.0"][1]["loss/entropy"]), mean(-logp), rtol=1e-5)
   np.testing.assert_allclose(float(out["0.5"][1]["loss/entropy"]), mean(ent), rtol=1e-5)

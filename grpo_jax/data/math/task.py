@@ -13,6 +13,7 @@ parse failures, ...) of the last call are kept in ``last_reward_counts`` for the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -24,6 +25,21 @@ from grpo_jax.data.math.templates import format_prompt
 log = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class MathOptions:
+  """How a math task builds prompts and grades answers (``MathTask.from_config`` fills it from
+  ``data.*``): template, prompt width, reward timeout and workers, chat template, stop ids."""
+
+  template: str = "dapo"
+  max_prompt_tokens: int = 512
+  seed: int = 0
+  timeout_s: float = 5.0
+  num_workers: int = 2
+  chat_template: str | None = None  # Jinja text, or None for raw prompts
+  stop_ids: tuple[int, ...] = ()
+  completion_len: int = 0  # T of the supervised warm start
+
+
 class MathTask:
   """Rows ``{id, problem, answer, meta}`` → fixed-width prompt tokens and verified rewards."""
 
@@ -32,28 +48,23 @@ class MathTask:
     tokenizer,
     train_rows: list[dict],
     eval_rows: dict[str, list[dict]],
-    *,
-    template: str = "dapo",
-    max_prompt_tokens: int = 512,
-    seed: int = 0,
-    timeout_s: float = 5.0,
-    num_workers: int = 2,
-    chat_template: str | None = None,
-    stop_ids: tuple[int, ...] = (),
-    completion_len: int = 0,
+    options: MathOptions | None = None,
+    **changes,
   ):
+    """``changes``: fields of :class:`MathOptions` to change, e.g. ``template="hadw"``."""
+    o = dataclasses.replace(options or MathOptions(), **changes)
     self.tokenizer = tokenizer
-    self.template = template
-    self.chat_template = chat_template  # Jinja text, or None for raw prompts
-    self.completion_len = int(completion_len)  # T of the supervised warm start
-    self.prompt_len = int(max_prompt_tokens)
-    self.seed = seed
-    self.timeout_s = timeout_s
-    self.num_workers = num_workers
+    self.template = o.template
+    self.chat_template = o.chat_template  # Jinja text, or None for raw prompts
+    self.completion_len = int(o.completion_len)  # T of the supervised warm start
+    self.prompt_len = int(o.max_prompt_tokens)
+    self.seed = o.seed
+    self.timeout_s = o.timeout_s
+    self.num_workers = o.num_workers
     self.eos_id = int(tokenizer.eos_token_id)
     pad = tokenizer.pad_token_id
     self.pad_id = int(self.eos_id if pad is None else pad)
-    self.stop_ids = tuple(stop_ids) or (self.eos_id,)
+    self.stop_ids = tuple(o.stop_ids) or (self.eos_id,)
     self.dropped_too_long = 0
     self.train_rows = self._fit(train_rows)
     self.eval_sets = {name: self._fit(rows) for name, rows in eval_rows.items()}

@@ -1,4 +1,5 @@
-"""Strategy-conditioned two-stage sampling (METHODS §5, seed ``000_…``): previews → subgroups.
+"""The two sampler stages of strategy-conditioned sampling (METHODS §5): previews, then
+completions conditioned on them.
 
   stage 1   K previews per prompt from [prompt | template], B·K rows in one sampler call, each
             ending at the first token whose decoded text completes the delimiter (a stop
@@ -9,7 +10,7 @@
 
 Both stages are single calls of the jitted ``sampling.sample`` (fixed shapes, so each compiles
 once); rows are split over the mesh's batch axes and padded to a multiple of them. Shapes as in
-:mod:`grpo_jax.sampling.strategy_layout`; C = context slots (prompt + template).
+:mod:`grpo_jax.strategy.layout`; C = context slots (prompt + template).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import numpy as np
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.shared_prompt import group_run
-from grpo_jax.sampling import strategy_layout as layout
+from grpo_jax.sampling.policy import Policy
 from grpo_jax.sampling.sampler import sample
+from grpo_jax.strategy import layout
 
 
 def delimiter_token_ids(tokenizer, delimiter: str) -> tuple[int, ...]:
@@ -102,35 +104,26 @@ def stop_string_ends(tokens_NxM, mask_NxM, delimiter: str, decode) -> np.ndarray
 
 
 def draw_rows(
-  graphdef,
-  params,
-  tokens_NxC,
-  mask_NxC,
-  rng,
-  *,
-  max_new_tokens: int,
-  stop_ids,
-  pad_id: int,
-  settings,
-  mesh,
-  prompt_share: int = 1,
+  policy: Policy, tokens_NxC, mask_NxC, rng, *, stop_ids, pad_id: int, prompt_share: int = 1
 ) -> dict:
-  """One sampler call over N left-padded rows on ``mesh``; host arrays back (rows padded to a
-  multiple of the batch devices by repeating the last row, then trimmed). ``prompt_share``:
-  the rows come in aligned runs of that many identical contexts, each prefilled once per
-  device-local run (``sample(..., prompt_share=)``)."""
+  """One sampler call over N left-padded rows on ``policy.mesh`` (at most
+  ``policy.settings.max_new_tokens`` new tokens, stopping on ``stop_ids``); host arrays back
+  (rows padded to a multiple of the batch devices by repeating the last row, then trimmed).
+  ``prompt_share``: the rows come in aligned runs of that many identical contexts, each
+  prefilled once per device-local run (``sample(..., prompt_share=)``)."""
+  mesh, settings = policy.mesh, policy.settings
   n, devices = len(tokens_NxC), shard_lib.batch_size_multiple(mesh)
   extra = -n % devices
   pad_rows = lambda x: np.concatenate([x, np.repeat(x[-1:], extra, 0)]) if extra else x
   batch = shard_lib.shard_batch({"p": pad_rows(tokens_NxC), "m": pad_rows(mask_NxC)}, mesh)
   out = jax.device_get(
     shard_lib.under_mesh(sample, mesh)(  # layout constraints apply (as in ``generate``)
-      graphdef,
-      params,
+      policy.graphdef,
+      policy.params,
       batch["p"],
       batch["m"],
       rng,
-      max_new_tokens=max_new_tokens,
+      max_new_tokens=settings.max_new_tokens,
       eos_id=stop_ids,
       pad_id=pad_id,
       temperature=settings.temperature,
@@ -148,26 +141,21 @@ def draw_rows(
   }
 
 
-def draw_previews(
-  graphdef, params, context_BxC, context_mask_BxC, rng, spec: PreviewSpec, settings, mesh, decode
-) -> dict:
-  """Stage 1: K previews per prompt. Returns ``tokens_BKxM``, ``mask_BKxM`` (prefix masks),
-  ``logps_BKxM`` and ``stopped_BK`` (ended on the delimiter). A preview that ends on an end
-  token keeps the text before it: the end token is dropped so stage 2 continues the response,
-  not a new one. ``decode``: the task's ``decode(tokens_NxT, mask_NxT) -> texts``, which finds
-  delimiters that span tokens (cut after the token that completes them)."""
+def draw_previews(policy: Policy, context_BxC, context_mask_BxC, rng, spec, decode) -> dict:
+  """Stage 1: K previews per prompt, at most M = ``spec.max_preview_tokens`` tokens each.
+  Returns ``tokens_BKxM``, ``mask_BKxM`` (prefix masks), ``logps_BKxM`` and ``stopped_BK``
+  (ended on the delimiter). A preview that ends on an end token keeps the text before it: the
+  end token is dropped so stage 2 continues the response, not a new one. ``decode``: the
+  task's ``decode(tokens_NxT, mask_NxT) -> texts``, which finds delimiters that span tokens
+  (cut after the token that completes them)."""
   K = spec.num_previews
   out = draw_rows(
-    graphdef,
-    params,
+    policy.with_max_new_tokens(spec.max_preview_tokens),
     np.repeat(context_BxC, K, 0),
     np.repeat(context_mask_BxC, K, 0),
     rng,
-    max_new_tokens=spec.max_preview_tokens,
     stop_ids=tuple(dict.fromkeys(spec.delimiter_ids + spec.eos_ids)),
     pad_id=spec.pad_id,
-    settings=settings,
-    mesh=mesh,
     prompt_share=K,
   )
   tokens, mask, logps = out["tokens_NxT"], out["mask_NxT"], out["logps_NxT"]
@@ -183,16 +171,7 @@ def draw_previews(
 
 
 def draw_completions(
-  graphdef,
-  params,
-  context_BxC,
-  context_mask_BxC,
-  previews: dict,
-  rng,
-  spec: PreviewSpec,
-  group_size: int,
-  settings,
-  mesh,
+  policy: Policy, context_BxC, context_mask_BxC, previews: dict, rng, spec, group_size: int
 ) -> dict:
   """Stage 2: for each prompt, counts_k = allocate(G, K) completions after preview k, all
   B·G rows in one call. Returns the stage-2 sample (``tokens_NxT`` ...) plus ``preview_N``
@@ -206,16 +185,12 @@ def draw_completions(
   mask_NxL = np.concatenate([context_mask_BxC[prompt_N], previews["mask_BKxM"][preview_N]], 1)
   tokens_NxL, mask_NxL = layout.left_align(tokens_NxL, mask_NxL, spec.pad_id)
   out = draw_rows(
-    graphdef,
-    params,
+    policy,
     tokens_NxL,
     mask_NxL,
     rng,
-    max_new_tokens=settings.max_new_tokens,
     stop_ids=spec.eos_ids,
     pad_id=spec.pad_id,
-    settings=settings,
-    mesh=mesh,
     # The rows of one preview are consecutive: runs of gcd(counts) lie inside one preview.
     prompt_share=int(np.gcd.reduce(layout.allocate(group_size, K))),
   )

@@ -14,6 +14,7 @@ Columns, one row per prompt: ``index`` (position in the task's training stream),
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -23,13 +24,26 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from grpo_jax.sampling.strategy import PreviewSpec, draw_previews, make_context
+from grpo_jax.sampling.policy import Policy
+from grpo_jax.strategy.previews import PreviewSpec, draw_previews, make_context
 
 COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")
 
 
 class PresampleError(ValueError):
   """A presample file that is missing, unreadable, or does not match the run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PresamplePlan:
+  """Which prompts a presample holds and how it is drawn: training prompts
+  0 .. num_prompts−1 (rounded up to whole chunks), ``chunk`` per sampler call, keys from
+  ``seed`` (:func:`presample_key`)."""
+
+  num_prompts: int
+  chunk: int
+  seed: int
+  progress: bool = True
 
 
 def stream_index(problem) -> int:
@@ -74,22 +88,11 @@ def _chunk_rows(task, start: int, previews: dict, problems, spec: PreviewSpec) -
 
 
 def write_presample(
-  path,
-  graphdef,
-  params,
-  task,
-  spec: PreviewSpec,
-  settings,
-  mesh,
-  *,
-  num_prompts: int,
-  chunk: int,
-  seed: int,
-  progress: bool = True,
-  log=print,
+  path, policy: Policy, task, spec: PreviewSpec, plan: PresamplePlan, log=print
 ) -> pathlib.Path:
-  """Draws K previews for training prompts 0 .. num_prompts−1 (rounded up to whole chunks)."""
-  path = pathlib.Path(path)
+  """Draws K previews with ``policy`` (the initial one) for the prompts of ``plan``."""
+  path, chunk, seed = pathlib.Path(path), plan.chunk, plan.seed
+  num_prompts, progress = plan.num_prompts, plan.progress
   num_chunks = -(-num_prompts // chunk)
   meta = _meta(spec, num_chunks * chunk, chunk, seed)
   if (path / "meta.json").exists():
@@ -111,15 +114,7 @@ def write_presample(
       problems = task.train_problems(i * chunk, chunk)
       context_BxC, mask_BxC = make_context(*task.encode_prompts(problems), spec)
       previews = draw_previews(
-        graphdef,
-        params,
-        context_BxC,
-        mask_BxC,
-        jax.random.fold_in(key, i),
-        spec,
-        settings,
-        mesh,
-        task.decode,
+        policy, context_BxC, mask_BxC, jax.random.fold_in(key, i), spec, task.decode
       )
       rows = _chunk_rows(task, i * chunk, previews, problems, spec)
       tmp = parts / f"{i:05d}.tmp"
@@ -224,6 +219,7 @@ def load_presample(path, spec: PreviewSpec, num_prompts: int) -> PresampledPrevi
 __all__ = [
   "COLUMNS",
   "PresampleError",
+  "PresamplePlan",
   "PresampledPreviews",
   "load_presample",
   "presample_key",

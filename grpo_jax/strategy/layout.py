@@ -9,7 +9,17 @@ to preview ``b·K + preview_of_rollout[n % G]``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+
+
+class Segment(NamedTuple):
+  """Right-padded rows with prefix masks: tokens, mask (1 = real) and log-probs, [N, W] each."""
+
+  tokens: np.ndarray
+  mask: np.ndarray
+  logps: np.ndarray
 
 
 def allocate(group_size: int, num_previews: int) -> np.ndarray:
@@ -70,14 +80,7 @@ def left_align(tokens_NxL: np.ndarray, mask_NxL: np.ndarray, pad_id: int):
 
 
 def pack_responses(
-  preview_NxM,
-  preview_mask_NxM,
-  preview_logps_NxM,
-  tokens_NxT,
-  mask_NxT,
-  logps_NxT,
-  pad_id: int,
-  train_on_preview: bool,
+  preview_NxM: Segment, completion_NxT: Segment, pad_id: int, train_on_preview: bool
 ) -> dict:
   """Response = preview ⊕ completion, contiguous and right-padded to R = M + T.
 
@@ -85,14 +88,14 @@ def pack_responses(
   ``input_mask_NxR`` (every real token), ``loss_mask_NxR`` (completion tokens, plus preview
   tokens when ``train_on_preview``), ``is_preview_NxR``, and float32 ``logps_NxR`` aligned.
   """
-  N, M = preview_NxM.shape
-  T = tokens_NxT.shape[1]
-  lp_Nx1 = np.sum(preview_mask_NxM != 0, axis=1, keepdims=True)
+  N, M = preview_NxM.tokens.shape
+  T = completion_NxT.tokens.shape[1]
+  lp_Nx1 = np.sum(preview_NxM.mask != 0, axis=1, keepdims=True)
   t_R = np.arange(M + T)[None, :]
   in_preview_NxR = t_R < lp_Nx1
   src_NxR = np.clip(t_R - lp_Nx1, 0, T - 1)  # column of the completion that lands at t
   in_completion_NxR = ~in_preview_NxR & (t_R - lp_Nx1 < T)
-  in_completion_NxR &= np.take_along_axis(mask_NxT != 0, src_NxR, axis=1)
+  in_completion_NxR &= np.take_along_axis(completion_NxT.mask != 0, src_NxR, axis=1)
 
   def merge(prev_NxM, comp_NxT, fill):
     prev_NxR = np.concatenate([prev_NxM, np.full((N, T), fill, prev_NxM.dtype)], axis=1)
@@ -103,13 +106,13 @@ def pack_responses(
   loss_NxR = in_completion_NxR | (in_preview_NxR if train_on_preview else False)
   return {
     "tokens_NxR": merge(
-      np.asarray(preview_NxM, np.int32), np.asarray(tokens_NxT, np.int32), pad_id
+      np.asarray(preview_NxM.tokens, np.int32), np.asarray(completion_NxT.tokens, np.int32), pad_id
     ).astype(np.int32),
     "input_mask_NxR": real_NxR.astype(np.int32),
     "loss_mask_NxR": loss_NxR.astype(np.int32),
     "is_preview_NxR": in_preview_NxR.astype(np.int32),
     "logps_NxR": merge(
-      np.asarray(preview_logps_NxM, np.float32), np.asarray(logps_NxT, np.float32), 0.0
+      np.asarray(preview_NxM.logps, np.float32), np.asarray(completion_NxT.logps, np.float32), 0.0
     ).astype(np.float32),
   }
 

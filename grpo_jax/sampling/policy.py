@@ -1,0 +1,47 @@
+"""The policy as the sampler sees it: one frozen handle that rollouts and evaluation share."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleSettings:
+  """How each row is continued: at most ``max_new_tokens`` tokens, temperature, top-k, top-p."""
+
+  max_new_tokens: int
+  temperature: float = 1.0
+  top_k: int = 0
+  top_p: float = 1.0
+
+  @classmethod
+  def from_config(cls, sampling_cfg) -> SampleSettings:
+    return cls(
+      sampling_cfg.max_new_tokens, sampling_cfg.temperature, sampling_cfg.top_k, sampling_cfg.top_p
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+  """Model definition, parameters (placed for sampling), the mesh and the sample settings.
+
+  Frozen: ``policy.replace(params=...)`` is the same policy after an update,
+  ``policy.with_max_new_tokens(M)`` the same sampler with a shorter window (strategy previews).
+  """
+
+  graphdef: object
+  params: object
+  mesh: jax.sharding.Mesh
+  settings: SampleSettings
+
+  def replace(self, **changes) -> Policy:
+    return dataclasses.replace(self, **changes)
+
+  def with_max_new_tokens(self, max_new_tokens: int) -> Policy:
+    settings = dataclasses.replace(self.settings, max_new_tokens=int(max_new_tokens))
+    return dataclasses.replace(self, settings=settings)
+
+
+__all__ = ["Policy", "SampleSettings"]

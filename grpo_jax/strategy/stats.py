@@ -1,0 +1,35 @@
+"""Success rate of the completions conditioned on each preview, over a run (METHODS §5)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections import defaultdict
+
+from grpo_jax.strategy.layout import normalize_preview
+
+
+class PreviewStats:
+  """Rollouts and reward sum per normalised preview, counted since this process started."""
+
+  def __init__(self):
+    self.counts = defaultdict(lambda: [0, 0.0])  # normalised preview -> [rollouts, reward sum]
+
+  def add(self, texts_N, rewards_N) -> None:
+    for text, r in zip(texts_N, rewards_N):
+      entry = self.counts[normalize_preview(text)]
+      entry[0] += 1
+      entry[1] += float(r)
+
+  def table(self, top: int = 50) -> list[dict]:
+    """The ``top`` most used previews with their success rate, most used first."""
+    rows = sorted(self.counts.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
+    return [{"preview": p, "rollouts": n, "success_rate": s / n} for p, (n, s) in rows]
+
+  def write(self, path) -> None:
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(self.table(), indent=2) + "\n")
+
+
+__all__ = ["PreviewStats"]
