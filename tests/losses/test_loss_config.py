@@ -106,8 +106,8 @@ def test_every_loss_key_is_covered_above():
   covered = {
     "kind", "aggregation", "clip_low", "clip_high", "dual_clip", "kl_coef", "kl_estimator",
     "entropy_coef", "norm_length", "ratio_log_clamp", "num_iterations", "micro_batch_size",
-    "num_minibatches",  # flipped in tests/test_update_iterations.py (a trainer key)
-    "share_prompt",  # flipped in tests/test_shared_prompt.py (a trainer key)
+    "num_minibatches",  # flipped in tests/train/test_update_iterations.py (a trainer key)
+    "share_prompt",  # flipped in tests/models/test_shared_prompt.py (a trainer key)
   }  # fmt: skip
   assert set(base_config().loss.keys()) == covered
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from grpo_jax.losses import AGGREGATIONS
+from grpo_jax.train.microbatch import num_parts
 
 EXTRA = ("loss.kl_coef=0.05", "loss.entropy_coef=0.01")
 
@@ -40,7 +41,9 @@ def test_micro_batches_with_minibatches_and_eight_devices(synthetic_batch, rel_d
   assert m1["ppo_kl"] != 0.0  # the second minibatch step is off-policy
 
 
-def test_micro_batch_size_must_divide_the_rows(update_setup, synthetic_batch, run_update):
-  cfg, mesh, task, _, state, update = update_setup(("loss.micro_batch_size=5",))
+def test_micro_batch_size_must_divide_the_rows(load_cfg):
+  # At load, before any model is built; the update's own split says the same.
+  with pytest.raises(ValueError, match="loss.micro_batch_size = 5 must divide the 32 rows"):
+    load_cfg(("loss.micro_batch_size=5",))
   with pytest.raises(ValueError, match="loss.micro_batch_size"):
-    run_update(update, state, synthetic_batch(cfg, task), mesh)
+    num_parts(32, 5, "loss.micro_batch_size")
