@@ -119,16 +119,16 @@ def main(argv: list[str]) -> int:
     entries = sweep.run_local(args.config, args.workdir, overrides)
     print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
     return int(any(e["status"] == "failed" for e in entries))
-  if args.dry_run:
-    from grpo_jax.planning import dry_run
-
-    print(dry_run.report(config_file.load(args.config, overrides)))
-    return 0
   try:
     cfg = config_file.load(args.config, overrides)
   except (KeyError, ValueError, FileNotFoundError) as e:
     print(f"config error: {e.args[0] if e.args else e}", file=sys.stderr)
     return 2
+  if args.dry_run:
+    from grpo_jax.planning import dry_run
+
+    print(dry_run.report(cfg))
+    return 0
   from grpo_jax.train import distributed, train
 
   distributed.initialize(
