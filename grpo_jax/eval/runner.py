@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval import passk
-from grpo_jax.sampling.policy import Policy
+from grpo_jax.sampling.policy import Policy, SampleSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +127,6 @@ def per_problem(task, problems, out: dict, answers_PxN, num_texts: int = 2) -> l
 
 def eval_policy(graphdef, params, mesh, eval_cfg, max_new_tokens: int) -> Policy:
   """The policy with evaluation's sample settings (no top-k)."""
-  from grpo_jax.sampling.policy import SampleSettings  # noqa: PLC0415
-
   settings = SampleSettings(max_new_tokens, eval_cfg.temperature, 0, eval_cfg.top_p)
   return Policy(graphdef, params, mesh, settings)
 

@@ -151,14 +151,16 @@ def sample_batch(
   if rounds < 1:
     raise ValueError(f"dapo.max_sampling_rounds must be >= 1, got {rounds}")
 
-  batches, picks = [], []
+  batches, picks, informative = [], [], 0
   for k in range(rounds):
     problems = problems_fn(cursor + k * count, count)
     batch = rollout_fn(problems, rng if k == 0 else jax.random.fold_in(rng, k))
     batch = _shape_round(batch, cfg)
     batches.append(batch)
+    signal = informative_groups(batch.rewards_N, batch.group_ids_N)
+    informative += len(signal)
     if dapo.dynamic_sampling:
-      kept = informative_groups(batch.rewards_N, batch.group_ids_N)
+      kept = signal
     else:
       kept = np.unique(batch.group_ids_N)
       kept = kept[kept >= 0]
@@ -178,7 +180,6 @@ def sample_batch(
   real_N = out.group_ids_N >= 0
   raw_N = concat_rows(batches, "accuracy_N")
   shaped_N = concat_rows(batches, "rewards_N")
-  informative = sum(len(informative_groups(b.rewards_N, b.group_ids_N)) for b in batches)
   real_mean = lambda x_N: float(np.mean(x_N[real_N])) if real_N.any() else 0.0
   metrics = {
     **batches[0].metrics,
