@@ -21,6 +21,11 @@ path only while graded/s ≫ sampled/s.
 
   python experiments/bench_grading.py                     # 1,000 completions, ~4 min on 2 cores
   python experiments/bench_grading.py --workers 1,2,4 --json /tmp/grading.json
+  python experiments/bench_grading.py --keep /tmp/completions.jsonl   # sample once, regrade later
+
+``--keep PATH`` writes the sampled completions (with their golds and the sampling rate) to PATH,
+or, when PATH exists, grades those instead of sampling again: pool scaling measured on a quiet
+machine from completions sampled earlier.
 """
 
 from __future__ import annotations
@@ -132,6 +137,7 @@ def main(argv=None):
   p.add_argument("--reps", type=int, default=2)
   p.add_argument("--timeout_s", type=float, default=5.0)
   p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--keep", default="", help="JSONL of sampled completions: written or reused")
   p.add_argument("--json", default="")
   args = p.parse_args(argv)
   if not pathlib.Path(args.hf_dir).is_dir():
@@ -142,12 +148,25 @@ def main(argv=None):
     )
   if args.rows_per_call % args.group_size:
     raise SystemExit("--rows_per_call must be a multiple of --group_size")
-  cfg = math_config(args.hf_dir, args.max_new_tokens, args.max_prompt_tokens)
-  task = build_task(cfg)
-  completions, golds, call_s, compile_s = sample_completions(
-    cfg, task, args.completions, args.group_size, args.rows_per_call, args.seed
-  )
-  sampled_per_s = args.rows_per_call / call_s
+  keep = pathlib.Path(args.keep) if args.keep else None
+  if keep is not None and keep.exists():
+    rows = [json.loads(line) for line in keep.read_text().splitlines()]
+    completions, golds = [r["completion"] for r in rows], [r["gold"] for r in rows]
+    sampled_per_s, compile_s = rows[0]["sampled_per_s"], rows[0]["first_call_s"]
+  else:
+    cfg = math_config(args.hf_dir, args.max_new_tokens, args.max_prompt_tokens)
+    completions, golds, call_s, compile_s = sample_completions(
+      cfg, build_task(cfg), args.completions, args.group_size, args.rows_per_call, args.seed
+    )
+    sampled_per_s = args.rows_per_call / call_s
+    if keep is not None:
+      rates = {"sampled_per_s": sampled_per_s, "first_call_s": compile_s}
+      keep.write_text(
+        "".join(
+          json.dumps({"completion": c, "gold": g, **rates}) + "\n"
+          for c, g in zip(completions, golds)
+        )
+      )
   print(
     f"sampled {len(completions)} completions (T {args.max_new_tokens}, {args.rows_per_call} rows "
     f"a call): {sampled_per_s:.1f} completions/s after a first call of {compile_s:.1f} s; "
