@@ -60,7 +60,8 @@ def base_config() -> ConfigDict:
   c.data.eval_size = 200
   # 'math': catalogue names (grpo_jax.data.math.CATALOGUE) or local copies, the prompt template
   # (dapo | hadw | boxed), the static prompt width (longer prompts are dropped and counted) and
-  # the per-check wall-clock limit of the math verifier. The tokenizer is model.hf_path's.
+  # the per-check wall-clock limit of the math verifier and its worker processes (0 = one per
+  # core the host gives this process, at most 64). The tokenizer is model.hf_path's.
   c.data.train_set = "dapo_math_17k_dedup"
   c.data.train_path = ""
   c.data.eval_sets = ("aime24",)
@@ -72,6 +73,7 @@ def base_config() -> ConfigDict:
   c.data.chat_template = "auto"
   c.data.max_prompt_tokens = 512
   c.data.reward_timeout_s = 5.0
+  c.data.reward_workers = 0
 
   # Rollouts.
   c.sampling = ConfigDict()

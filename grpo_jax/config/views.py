@@ -100,6 +100,7 @@ class Data(View):
   chat_template: str = spec()
   max_prompt_tokens: int = spec(ge=1)
   reward_timeout_s: float = spec(gt=0)
+  reward_workers: int = spec(ge=0)  # 0 = one per host core
 
 
 @_view("sampling")

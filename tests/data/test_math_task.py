@@ -87,6 +87,9 @@ def test_data_keys_reach_the_task(tmp_path):
   other = MathTask.from_config(cfg, tok)
   assert other.prompt_len == 40 and other.timeout_s == 1.0
   assert other.dropped_too_long > 0  # the longer template no longer fits 40 tokens
+  assert task.num_workers == 0  # sized from the host when the pool starts
+  cfg.data.reward_workers = 3
+  assert MathTask.from_config(cfg, tok).num_workers == 3
 
 
 def test_warm_start_runs_on_the_math_task():

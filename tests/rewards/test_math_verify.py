@@ -530,6 +530,21 @@ def test_hard_kill_replaces_a_stuck_worker():
     pool.close()
 
 
+def test_pool_size_follows_the_host_unless_given(monkeypatch):
+  monkeypatch.setattr(rv.os, "sched_getaffinity", lambda pid: set(range(112)), raising=False)
+  assert rv.host_num_workers(0) == rv.MAX_HOST_WORKERS  # a 112-core TPU host, capped
+  monkeypatch.setattr(rv.os, "sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
+  assert rv.host_num_workers(0) == 3  # the cores this process may use, not the machine's
+  assert rv.host_num_workers(5) == 5
+  with pytest.raises(ValueError, match="num_workers"):
+    rv.host_num_workers(-1)
+  try:
+    assert rm.get_pool(0).num_workers == 3
+    assert rm.get_pool(1).num_workers == 1  # resized: a new pool of the requested size
+  finally:
+    rm.shutdown()
+
+
 def test_soft_timeout_counts_and_keeps_the_worker():
   pool = rv.VerifierPool(num_workers=1)
   try:

@@ -34,7 +34,7 @@ class MathOptions:
   max_prompt_tokens: int = 512
   seed: int = 0
   timeout_s: float = 5.0
-  num_workers: int = 2
+  num_workers: int = 0  # math-verify processes; 0 = one per host core
   chat_template: str | None = None  # Jinja text, or None for raw prompts
   stop_ids: tuple[int, ...] = ()
   completion_len: int = 0  # T of the supervised warm start
@@ -86,6 +86,7 @@ class MathTask:
       max_prompt_tokens=d.max_prompt_tokens,
       seed=cfg.seed,
       timeout_s=d.reward_timeout_s,
+      num_workers=d.reward_workers,
       chat_template=hf_tokenizer.resolve_chat_template(tokenizer, d.chat_template),
       stop_ids=hf_tokenizer.stop_token_ids(cfg.model.hf_path, tokenizer),
       completion_len=cfg.sampling.max_new_tokens,

@@ -13,7 +13,7 @@ from grpo_jax.rewards.math.fastpath import (
 from grpo_jax.rewards.math.guards import guard_reason
 from grpo_jax.rewards.math.normalize import clean_latex, expand_e_notation, normalize_gold
 from grpo_jax.rewards.math.score import METRIC_KEYS, prepare, score, score_batch
-from grpo_jax.rewards.math.verify import VerifierPool, get_pool, shutdown
+from grpo_jax.rewards.math.verify import VerifierPool, get_pool, host_num_workers, shutdown
 
 __all__ = [
   "METRIC_KEYS",
@@ -25,6 +25,7 @@ __all__ = [
   "fast_compare",
   "get_pool",
   "guard_reason",
+  "host_num_workers",
   "is_integer_gold",
   "last_answer_line",
   "last_boxed",

@@ -25,7 +25,7 @@ from grpo_jax.rewards.math import fastpath, guards, normalize, verify
 from grpo_jax.rewards.math.extract import extract_answer
 
 DEFAULT_TIMEOUT_S = 5.0
-DEFAULT_NUM_WORKERS = 2
+DEFAULT_NUM_WORKERS = 0  # one worker per host core (verify.host_num_workers)
 
 METRIC_KEYS = (
   "reward/timeouts",
@@ -62,7 +62,7 @@ def score_batch(
     golds: N dataset answers (str, int or float; see ``normalize_gold``).
     timeout_s: hard wall-clock limit per math-verify check, after which the worker is
       killed and the item scores 0.
-    num_workers: size of the shared worker pool.
+    num_workers: size of the shared worker pool; 0 = one per host core.
 
   Returns:
     ``rewards_N`` (float32, values in {0, 1}) and a dict of integer counts keyed by

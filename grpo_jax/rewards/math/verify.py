@@ -170,13 +170,37 @@ class VerifierPool:
       self._workers = []
 
 
+# A worker is one interpreter with math-verify and sympy loaded (~100 MB resident), so the
+# host-sized default stops at a count whose memory stays small beside a training process.
+MAX_HOST_WORKERS = 64
+
+
+def host_num_workers(requested: int = 0) -> int:
+  """``requested`` when > 0, else one worker per core this process may run on (its CPU
+  affinity, as a container or ``taskset`` limits it), at most ``MAX_HOST_WORKERS``.
+
+  Grading runs between sampling and the update, when the host's cores are otherwise idle, so
+  one worker per core is what keeps it off the step's critical path."""
+  if requested < 0:
+    raise ValueError(f"num_workers must be >= 0 (0 = one per core), got {requested}")
+  if requested:
+    return int(requested)
+  try:
+    cores = len(os.sched_getaffinity(0))
+  except AttributeError:  # not on Linux
+    cores = os.cpu_count() or 1
+  return max(1, min(cores, MAX_HOST_WORKERS))
+
+
 _POOL: VerifierPool | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def get_pool(num_workers: int = 2) -> VerifierPool:
-  """The shared pool, created on first use and resized if ``num_workers`` changes."""
+def get_pool(num_workers: int = 0) -> VerifierPool:
+  """The shared pool, created on first use and resized if its size changes; ``num_workers``
+  0 sizes it from the host (:func:`host_num_workers`)."""
   global _POOL
+  num_workers = host_num_workers(num_workers)
   with _POOL_LOCK:
     if _POOL is None or _POOL.num_workers != num_workers:
       if _POOL is not None:
