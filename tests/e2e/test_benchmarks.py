@@ -174,7 +174,8 @@ def test_bench_logps_paths_agree(tmp_path):
 def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
   """The tiny checkpoint with its EOS embedding scaled by −40 (tied, so EOS's logit dominates and
   completions end after a token or two): the batch cut to its bucket width, the update at both
-  widths with the same loss and gradient, one compilation each."""
+  widths with the same loss and gradient, one compilation each; then the same after one
+  warm-start step (which moves the model off its short completions)."""
   from safetensors.numpy import load_file, save_file
 
   env = {**os.environ, "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
@@ -188,15 +189,19 @@ def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
   res = run_bench(
     "bench_update_width.py",
     ["--model", str(model), "--prompts", "2", "--group", "4", "--new_tokens", "16",
-     "--buckets", "4", "--micro_batch_size", "4", "--reps", "2"],
+     "--buckets", "4", "--micro_batch_size", "4", "--reps", "2", "--warmstart_steps", "0,1"],
     tmp_path,
   )  # fmt: skip
-  (row,) = res["update_width"]
-  # Widths (2, 4, 8, 16): the smallest that holds the longest completion, below T = 16.
-  assert row["longest"] == row["len_max"] <= row["width"] < row["full_width"] == row["T"] == 16
-  assert row["width"] == min(w for w in (2, 4, 8, 16) if w >= row["longest"])
-  assert row["compiles_full"] >= 1 and row["compiles_cut"] >= 1  # one program, two widths
-  assert len(row["ratio_pairs"]) == 2
-  assert row["ratio"] == pytest.approx(row["full_s"] / row["cut_s"])
-  np.testing.assert_allclose(row["loss_cut"], row["loss_full"], rtol=1e-5, atol=1e-7)
-  np.testing.assert_allclose(row["grad_norm_cut"], row["grad_norm_full"], rtol=1e-4, atol=1e-7)
+  rows = res["update_width"]
+  assert [r["warmstart_steps"] for r in rows] == [0, 1]
+  for row in rows:
+    # Widths (2, 4, 8, 16): the smallest that holds the longest completion.
+    assert row["longest"] == row["len_max"] <= row["width"] <= row["full_width"] == row["T"] == 16
+    assert row["width"] == min(w for w in (2, 4, 8, 16) if w >= row["longest"])
+    assert len(row["ratio_pairs"]) == 2
+    assert row["ratio"] == pytest.approx(row["full_s"] / row["cut_s"])
+    np.testing.assert_allclose(row["loss_cut"], row["loss_full"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(row["grad_norm_cut"], row["grad_norm_full"], rtol=1e-4, atol=1e-7)
+  first = rows[0]
+  assert first["width"] < 16
+  assert first["compiles_full"] >= 1 and first["compiles_cut"] >= 1  # one program, two widths
