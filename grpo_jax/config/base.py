@@ -147,6 +147,11 @@ def base_config() -> ConfigDict:
   # a group repeat it; Prefix Grouper, arXiv 2506.05433): same log-probs and gradients up to
   # float rounding, 1/G of the prompt's work (docs/performance.md).
   c.loss.share_prompt = False
+  # The update's passes run on the batch cut to its longest completion, rounded up to one of
+  # this many widths ceil(T / 2^k), k < n (T = the response slots): the same loss and gradients
+  # up to float rounding, for the work of the slots sampled; one compile per width used.
+  # 0 (or 1) = always the full width T.
+  c.loss.length_buckets = 4
 
   # DAPO extras (METHODS §4; Yu et al. 2025), applied to each step's rollouts before the update.
   c.dapo = ConfigDict()

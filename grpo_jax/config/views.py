@@ -171,6 +171,7 @@ class Loss(View):
   num_minibatches: int = spec(ge=1)
   micro_batch_size: int = spec(ge=0)
   share_prompt: bool = spec()
+  length_buckets: int = spec(ge=0, doc="0 = the full width")
 
 
 @_view("dapo")

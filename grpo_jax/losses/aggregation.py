@@ -9,7 +9,8 @@ Every aggregation is a sum over rows of a row-local quantity divided by a consta
   seq_mean_token_sum_norm  Σ_{i,t} m·x / (S·T_max)            (Dr.GRPO, constant T_max)
 
 with Tok the valid tokens of the step, S the rows with at least one valid token, n_i the valid
-tokens of row i and T_max = ``loss.norm_length`` (0 = the mask's padded width T). Because the
+tokens of row i and T_max = ``loss.norm_length`` (0 = the padded width T: the mask's, or the
+uncut T of a mask cut to its longest completion, ``grpo_jax.train.length_buckets``). Because the
 denominators are fixed, the loss of any partition of the rows into micro-batches (or data
 shards) sums to the full-batch loss, and so do the gradients (verl #5625, TRL
 ``num_items_in_batch``). Masked entries are selected out with ``where`` (never multiplied by 0),
@@ -24,16 +25,19 @@ from grpo_jax.config import views
 from grpo_jax.losses.registry import lookup
 
 
-def denominators(mask_NxT, cfg_loss) -> dict:
+def denominators(mask_NxT, cfg_loss, width: int | None = None) -> dict:
   """Step-global normalisers from the final mask (after every filter), as float32 scalars.
 
   Returns {"tokens": Σ m, "seqs": #rows with Σ_t m > 0, "t_max": T_max}. Raw counts (an empty
   step gives 0; the aggregations divide by max(·, 1)). Call it on the whole step's mask, outside
   any micro-batch loop, and pass the result to every ``policy_loss`` call of the step.
+  ``width``: the response slots T that T_max falls back to (``loss.norm_length`` = 0) when the
+  mask is cut to fewer slots than were sampled; None = the mask's own width.
   """
   norm_length = views.of(cfg_loss, "loss").norm_length  # the view checks it is >= 0
   valid_NxT = jnp.asarray(mask_NxT) > 0
-  t_max = norm_length if norm_length > 0 else valid_NxT.shape[1]
+  width = valid_NxT.shape[1] if width is None else int(width)
+  t_max = norm_length if norm_length > 0 else width
   return {
     # Integer sums are exact; the float32 cast only rounds beyond 2^24 tokens.
     "tokens": jnp.sum(valid_NxT, dtype=jnp.int32).astype(jnp.float32),

@@ -11,6 +11,8 @@ the mesh spans all hosts. The division of labour:
   batch       ``grpo_jax.sharding.shard_batch`` assembles the global N-row arrays from each
               process's rows (``jax.make_array_from_process_local_data``), so advantages,
               HA-DW anchors and loss denominators inside the jitted update see the global batch;
+  width       the update's width is the longest completion over every process's rows
+              (``global_max``), so all processes run the same compiled update;
   files       metrics, JSON and plots are written by process 0 only (``is_primary``);
   checkpoints orbax saves and restores from every process (each writes its own shards).
 
@@ -137,3 +139,13 @@ def agree(value: bool) -> bool:
   from jax.experimental import multihost_utils  # noqa: PLC0415
 
   return bool(multihost_utils.broadcast_one_to_all(np.asarray(bool(value))))
+
+
+def global_max(value: int) -> int:
+  """The largest of every process's ``value`` on every process (one small all-gather): a
+  choice made from each process's own rows (e.g. the update's width) becomes one for all."""
+  if jax.process_count() == 1:
+    return int(value)
+  from jax.experimental import multihost_utils  # noqa: PLC0415
+
+  return int(np.max(multihost_utils.process_allgather(np.asarray(int(value), np.int32))))

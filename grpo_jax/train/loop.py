@@ -25,6 +25,7 @@ from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.train import distributed, dynamic_sampling, plots
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
+from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.rollout import OneStageRollout, build_rollout
@@ -155,11 +156,15 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
   mesh, task, rollout, graphdef = s.mesh, s.task, s.rollout, s.graphdef
   params, optimizer, state_shardings = s.params, s.optimizer, s.state_shardings
   G = cfg.sampling.group_size
-  update_step = make_update_step(
-    graphdef, optimizer, cfg, mesh, state_shardings, prompt_len=rollout.prompt_len
-  )
-  if cfg.mesh.constrain_activations:
-    update_step = shard_lib.under_mesh(update_step, mesh)
+
+  def make_step(completion_len: int):
+    step_fn = make_update_step(
+      graphdef, optimizer, cfg, mesh, state_shardings, rollout.prompt_len, completion_len
+    )
+    return shard_lib.under_mesh(step_fn, mesh) if cfg.mesh.constrain_activations else step_fn
+
+  # The update on each batch cut to its longest completion (one compile per bucket width).
+  update_step = LengthAwareUpdate(make_step, mesh, cfg.loss.length_buckets, log=log)
 
   # Restore, or warm start and begin.
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
@@ -219,7 +224,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
       t1 = time.time()
       if cfg.loss.share_prompt:
         check_shared_prompts(batch, G, rollout.prompt_len)
-      state, metrics = update_step(state, batch.to_device(mesh))
+      state, metrics = update_step(state, batch)
       state["data_pos"] = jax.device_put(np.int32(cursor + consumed), state_shardings["data_pos"])
       metrics = to_host(metrics)
       check_finite(step + 1, metrics)

@@ -22,6 +22,8 @@ arrays ``DEVICE_KEYS`` (N rows, P prompt tokens, T completion tokens, L = P + T)
   ``loss.share_prompt`` the rows must come in groups of G = ``sampling.group_size`` consecutive
   rows that repeat one prompt in tokens_NxL[:, :P] and input_mask_NxL[:, :P] (what every rollout
   packs; :func:`check_shared_prompts` tests a batch), and the forward passes run each prompt once.
+The loop hands the batch cut to its longest completion (``grpo_jax.train.length_buckets``): T and
+L are then the cut widths, and ``completion_len`` the sampled T.
 """
 
 from __future__ import annotations
@@ -103,20 +105,27 @@ def check_shared_prompts(batch, group_size: int, prompt_len: int) -> None:
 
 
 def make_update_step(
-  graphdef, optimizer: optax.GradientTransformation, cfg, mesh, state_shardings, prompt_len: int
+  graphdef,
+  optimizer: optax.GradientTransformation,
+  cfg,
+  mesh,
+  state_shardings,
+  prompt_len: int,
+  completion_len: int | None = None,
 ):
   """Returns ``update(state, batch) -> (state, metrics)``, jitted with donated state.
 
   ``state`` must hold ``ref_params`` (see ``init_state``) when ``loss.kl_coef != 0``; with
   ``kl_coef = 0`` the reference model is never run. Metrics of the μ optimizer steps are
   averaged over the steps (``update/steps`` = μ); ``params/norm`` is after the last step.
+  ``completion_len``: see :func:`make_update_fn`.
   """
   devices = shard_lib.batch_size_multiple(mesh)
   # Replicated parameters: micro-batch gradients all-reduced once per optimizer step; split
   # ones: the partitioner's reduce-scatter per micro-batch (``microbatch.reduce_once``).
   reduce_mesh = None if shard_lib.split_axes(state_shardings["params"]) else mesh
   jitted = jax.jit(
-    make_update_fn(graphdef, optimizer, cfg, prompt_len, devices, reduce_mesh),
+    make_update_fn(graphdef, optimizer, cfg, prompt_len, devices, reduce_mesh, completion_len),
     in_shardings=(state_shardings, shard_lib.batch_sharding(mesh)),
     out_shardings=(state_shardings, shard_lib.replicated(mesh)),
     donate_argnums=0,
@@ -131,6 +140,7 @@ def make_update_fn(
   prompt_len: int,
   devices: int = 1,
   mesh=None,
+  completion_len: int | None = None,
 ):
   """The un-jitted ``update(state, batch) -> (state, metrics)`` (see :func:`make_update_step`).
 
@@ -138,6 +148,9 @@ def make_update_fn(
   take an equal sub-block of every device's rows (``grpo_jax.train.microbatch``). ``mesh``
   (given when the parameters are replicated on it): micro-batched gradients accumulate per
   device and are all-reduced once per optimizer step (``microbatch.accumulate_grads``).
+  ``completion_len``: the response slots T that were sampled, when the batch comes cut to fewer
+  (``grpo_jax.train.length_buckets``): the loss's constant normaliser counts T, not the cut
+  width (``losses.denominators``); None = the batch's own width.
   """
   temperature = float(cfg.sampling.temperature)
   use_kl = float(cfg.loss.kl_coef) != 0.0
@@ -194,7 +207,7 @@ def make_update_fn(
 
   def optimizer_step(params, opt_state, rows):
     """One optax step on these rows, micro-batched; denominators from the rows' final mask."""
-    denoms = loss_lib.denominators(rows["mask_NxT"], cfg.loss)
+    denoms = loss_lib.denominators(rows["mask_NxT"], cfg.loss, completion_len)
     n = rows["mask_NxT"].shape[0]
     k = num_parts(n, micro_rows, "loss.micro_batch_size")
     blocks = row_blocks(n, k, devices)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -167,3 +169,39 @@ def test_bench_logps_paths_agree(tmp_path):
   # The same loss and gradients from both paths (a padded last vocabulary chunk included).
   assert row["chunked_max_abs_diff"] < 1e-4
   assert row["chunked_slowdown"] == pytest.approx(row["chunked_ms"] / row["token_logps_ms"])
+
+
+def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
+  """The tiny checkpoint with its EOS embedding scaled by −40 (tied, so EOS's logit dominates and
+  completions end after a token or two): the batch cut to its bucket width, the update at both
+  widths with the same loss and gradient, one compilation each; then the same after one
+  warm-start step (which moves the model off its short completions)."""
+  from safetensors.numpy import load_file, save_file
+
+  env = {**os.environ, "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
+  write = "import bench_common; bench_common.checkpoint('tiny')"
+  subprocess.run([sys.executable, "-c", write], cwd=ROOT / "experiments", env=env, check=True)
+  model = tmp_path / "short"
+  shutil.copytree(tmp_path / "ckpt" / "tiny", model)
+  weights = load_file(model / "model.safetensors")
+  weights["model.embed_tokens.weight"][1] *= -40.0  # t1 = EOS
+  save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+  res = run_bench(
+    "bench_update_width.py",
+    ["--model", str(model), "--prompts", "2", "--group", "4", "--new_tokens", "16",
+     "--buckets", "4", "--micro_batch_size", "4", "--reps", "2", "--warmstart_steps", "0,1"],
+    tmp_path,
+  )  # fmt: skip
+  rows = res["update_width"]
+  assert [r["warmstart_steps"] for r in rows] == [0, 1]
+  for row in rows:
+    # Widths (2, 4, 8, 16): the smallest that holds the longest completion.
+    assert row["longest"] == row["len_max"] <= row["width"] <= row["full_width"] == row["T"] == 16
+    assert row["width"] == min(w for w in (2, 4, 8, 16) if w >= row["longest"])
+    assert len(row["ratio_pairs"]) == 2
+    assert row["ratio"] == pytest.approx(row["full_s"] / row["cut_s"])
+    np.testing.assert_allclose(row["loss_cut"], row["loss_full"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(row["grad_norm_cut"], row["grad_norm_full"], rtol=1e-4, atol=1e-7)
+  first = rows[0]
+  assert first["width"] < 16
+  assert first["compiles_full"] >= 1 and first["compiles_cut"] >= 1  # one program, two widths

@@ -209,3 +209,45 @@ def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy, rollou
   for key in ("group_ids_N", "subgroup_ids_N"):
     got = np.concatenate([getattr(b, key) for b in parts])
     np.testing.assert_array_equal(got, getattr(single, key), key)
+
+
+# Each process's rows end at slot 3 (process 0) or 9 (process 1) of T = 16.
+WIDTH_WORKER = """
+import sys
+import numpy as np
+from grpo_jax.train import distributed
+from grpo_jax.train.batch import RolloutBatch
+from grpo_jax.train.length_buckets import LengthAwareUpdate
+
+pid, address = int(sys.argv[1]), sys.argv[2]
+distributed.initialize(address, 2, pid, heartbeat_timeout_seconds=10)
+N, P, T = 4, 2, 16
+mask_NxT = (np.arange(T)[None] < (3 if pid == 0 else 9)).repeat(N, 0).astype(np.int32)
+zeros = np.zeros(N, np.int32)
+batch = RolloutBatch(
+  np.zeros((N, P + T), np.int32), np.ones((N, P + T), np.int32), mask_NxT,
+  np.zeros((N, T), np.float32), np.zeros(N, np.float32), zeros, zeros, zeros, mask_NxT.sum(1),
+)
+print("width", *LengthAwareUpdate(None, None, 4).width(batch))
+"""
+
+
+def test_processes_agree_on_the_update_width(launcher_env):
+  """Process 0's own rows fit width 4 of (2, 4, 8, 16), process 1's need 16: both cut to 16
+  (the longest completion over every process), so both run the same compiled update."""
+  address = f"127.0.0.1:{_port()}"
+  procs = [
+    subprocess.Popen(
+      [sys.executable, "-c", WIDTH_WORKER, str(i), address],
+      env=launcher_env(1),
+      cwd=ROOT,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      text=True,
+    )
+    for i in range(2)
+  ]
+  outs = [p.communicate(timeout=300)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
+  for out in outs:
+    assert "width 16 16" in out.splitlines(), out[-2000:]

@@ -108,6 +108,7 @@ def test_every_loss_key_is_covered_above():
     "entropy_coef", "norm_length", "ratio_log_clamp", "num_iterations", "micro_batch_size",
     "num_minibatches",  # flipped in tests/train/test_update_iterations.py (a trainer key)
     "share_prompt",  # flipped in tests/models/test_shared_prompt.py (a trainer key)
+    "length_buckets",  # flipped in tests/train/test_update_width.py (the update's width)
   }  # fmt: skip
   assert set(base_config().loss.keys()) == covered
 
