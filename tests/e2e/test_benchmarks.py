@@ -201,3 +201,15 @@ def test_bench_accelerator_toy_reports_every_section(tmp_path):
   assert up["model_tflop"] == pytest.approx(flops / 1e12)
   assert up["mfu_pct"] == pytest.approx(100 * up["model_tflops_s"] / dev["matmul_tflops"])
   assert [g["goal"] for g in res["goals"]] == ["update MFU toy-a ≥ 40%"]  # no B = 256 row
+
+
+def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
+  res = run_bench(
+    "bench_accelerator.py",
+    ["--toy", "--hf", "off", "--models", "toy-a", "--batches", "2,4", "--budget_s", "0.5"],
+    tmp_path,
+  )
+  assert res["decode"] == [] and res["update"] == []
+  skipped = [s["what"] for s in res["skipped"]]
+  assert skipped == ["generate", "decode toy-a B=2", "update toy-a", "decode toy-a B=4"]
+  assert all(s["reason"].startswith("time") for s in res["skipped"][1:])
