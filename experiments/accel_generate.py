@@ -22,9 +22,10 @@ from accel_common import MODELS, Budget, error_text, fits, kv_slot_bytes
 from grpo_jax import models
 
 
-def hf_child(spec: dict) -> dict:
+def hf_child(spec: dict, path: str) -> dict:
   """Runs in its own process (JAX on the CPU there): ``generate`` for every (B, model) of
-  ``spec`` in order while its budget lasts."""
+  ``spec`` in order while its budget lasts; the results so far are rewritten to ``path`` after
+  each one (a killed run keeps them)."""
   import torch
   import transformers
 
@@ -76,7 +77,15 @@ def hf_child(spec: dict) -> dict:
         if device == "cuda":
           torch.cuda.empty_cache()
       print(json.dumps(rows[-1]), flush=True)
-  return {"generate": rows, "skipped": budget.skipped, "torch": torch.__version__}
+      _write(path, {"generate": rows, "skipped": budget.skipped, "torch": torch.__version__})
+  _write(path, {"generate": rows, "skipped": budget.skipped, "torch": torch.__version__})
+
+
+def _write(path: str, res: dict) -> None:
+  """Whole or not at all: a kill mid-write leaves the last complete file."""
+  with open(path + ".tmp", "w") as f:
+    json.dump(res, f, indent=2)
+  os.replace(path + ".tmp", path)
 
 
 def hf_device(choice: str) -> str:
@@ -91,7 +100,7 @@ def hf_device(choice: str) -> str:
 
 
 def run_hf(spec: dict, budget: Budget) -> dict:
-  """``hf_child`` in a subprocess (killed at its budget + 60 s)."""
+  """``hf_child`` in a subprocess (killed at its budget + 60 s: what it wrote by then counts)."""
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "hf.json")
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -100,9 +109,10 @@ def run_hf(spec: dict, budget: Budget) -> dict:
       proc = subprocess.run(cmd, env=env, timeout=spec["budget_s"] + 60, text=True)
     except subprocess.TimeoutExpired:
       budget.skip("generate", "the transformers subprocess ran past its budget")
-      return {}
-    if proc.returncode != 0 or not os.path.exists(out):
+      proc = None
+    if proc is not None and proc.returncode != 0:
       budget.skip("generate", f"the transformers subprocess failed (exit {proc.returncode})")
+    if not os.path.exists(out):
       return {}
     with open(out) as f:
       return json.load(f)
@@ -113,5 +123,4 @@ if __name__ == "__main__":
   ap.add_argument("spec", help="JSON: device, models, batches, prompt, new_tokens, budget_s")
   ap.add_argument("--json", required=True)
   args = ap.parse_args()
-  with open(args.json, "w") as f:
-    json.dump(hf_child(json.loads(args.spec)), f, indent=2)
+  hf_child(json.loads(args.spec), args.json)

@@ -1,13 +1,14 @@
 """bf16 compute over float32 master weights (``model.dtype = bfloat16``, ``model.param_dtype =
 float32``) against float32 compute on the same weights: the sampler's log-probs, the trainer's
-token log-probs, the update's loss and its parameter change agree within bf16 tolerances, and
-differ by more than float32 rounding (so the compute really is bf16). The parameters, gradients
-and optimizer moments stay float32; the KV cache and the reference model's matrices are bf16.
+token log-probs, the update's loss, gradient (one SGD step) and AdamW moments agree within bf16
+tolerances, and differ by more than float32 rounding (so the compute really is bf16). The
+parameters, gradients and optimizer moments stay float32; the KV cache and the reference
+model's matrices are bf16.
 
 Tolerances: bf16 keeps 8 significant bits (relative rounding 2^-9 ≈ 0.002 per operation); over
 the tiny model's two layers the log-probs move by a few hundredths at most, so 0.05 (log-probs)
-and 5% (relative gradient / update difference) bound it, while float32 rounding (~1e-6) stays
-far below the 1e-4 floor.
+and 5% (relative gradient / first-moment difference) bound it, while float32 rounding (~1e-6)
+stays far below the 1e-4 floor.
 """
 
 import dataclasses
