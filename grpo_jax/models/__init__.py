@@ -12,6 +12,7 @@ from grpo_jax.models.presets import PRESETS
 from grpo_jax.models.transformer import (
   Transformer,
   causal_mask,
+  compute_params,
   forward,
   init_params,
   positions_from_mask,
@@ -27,6 +28,7 @@ __all__ = [
   "abstract_params",
   "build_policy",
   "causal_mask",
+  "compute_params",
   "forward",
   "from_hf_config",
   "get_family",

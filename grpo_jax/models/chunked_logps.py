@@ -60,8 +60,11 @@ def chunked_token_logps(
   def body(carry, inputs):
     m, s, u, picked = carry
     w_CxD, k = inputs
-    z = jnp.einsum("bld,cd->blc", h_BxLxD.astype(dtype), w_CxD.astype(dtype))
-    z = z.astype(jnp.float32) / temperature
+    # Operands in the compute dtype, the sums in float32 (``Transformer.logits``).
+    z = jnp.einsum(
+      "bld,cd->blc", h_BxLxD.astype(dtype), w_CxD.astype(dtype), preferred_element_type=jnp.float32
+    )
+    z = z / temperature
     col_C = k * C + jnp.arange(C)
     z = jnp.where(col_C < V, z, -jnp.inf)
     m_new = jnp.maximum(m, jnp.max(z, axis=-1))

@@ -84,10 +84,25 @@ class Transformer(nnx.Module):
     return self.norm(x_BxLxD), tuple(new_kvs)
 
   def logits(self, h_BxLxD: jax.Array) -> jax.Array:
-    """Unembedding in the compute dtype (callers cast to float32 before log-softmax)."""
+    """logits_BxLxV = h·W (W the tied embedding's transpose or lm_head's kernel), operands in
+    the compute dtype, products accumulated and returned in float32.
+
+    HF's bf16 models round the logits to bf16 before their float32 log-softmax: a logit near 10
+    then moves by up to 1/32, and so does every log-prob. Returned in float32, the log-softmax
+    of the sampler and the trainer sees the unrounded sums (same values in float32).
+    """
+    dtype = self.cfg.compute_dtype
     if self.lm_head is None:
-      return flat_matmul(self.embed_tokens.attend, h_BxLxD, self.cfg.flatten_matmuls)
-    return self.lm_head(h_BxLxD)
+      w_DxV = self.embed_tokens.embedding[...].T
+    else:
+      w_DxV = self.lm_head.kernel[...]
+
+    def unembed(h_MxD):
+      return jnp.matmul(
+        h_MxD.astype(dtype), w_DxV.astype(dtype), preferred_element_type=jnp.float32
+      )
+
+    return flat_matmul(unembed, h_BxLxD, self.cfg.flatten_matmuls)
 
 
 REMAT_POLICIES = {
@@ -132,6 +147,24 @@ def init_params(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
 @functools.partial(jax.jit, static_argnums=0)
 def _make_params(cfg: ModelConfig, key: jax.Array) -> dict:
   return nnx.to_pure_dict(nnx.state(Transformer(cfg, rngs=nnx.Rngs(key)), nnx.Param))
+
+
+def compute_params(params: dict, dtype) -> dict:
+  """The parameters as the matmuls read them: every floating matrix (kernels, embeddings; ndim
+  ≥ 2) cast to the compute ``dtype`` where that narrows it (float32 masters → bfloat16), the
+  vectors (norm weights, biases) and already-narrow leaves as they are.
+
+  The layers cast their matmul operands to the compute dtype themselves, so a forward pass
+  computes the same numbers from either tree; the cast one is what a decode step or the
+  reference model reads, half the bytes of float32 masters.
+  """
+  dtype = jnp.dtype(dtype)
+
+  def cast(x):
+    narrows = jnp.issubdtype(x.dtype, jnp.floating) and x.dtype.itemsize > dtype.itemsize
+    return x.astype(dtype) if narrows and x.ndim >= 2 else x
+
+  return jax.tree.map(cast, params)
 
 
 def positions_from_mask(mask_BxL: jax.Array) -> jax.Array:

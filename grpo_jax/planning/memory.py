@@ -2,9 +2,10 @@
 
 The train state is built with ``jax.eval_shape`` and placed on a ``jax.sharding.AbstractMesh``
 by the logical-axis rules (``grpo_jax.sharding.rules``), so params / optimizer / reference /
-sampler-copy bytes per device are exact (Σ_leaves shard numel · itemsize). The rest are
-formulas (per device; N rows = B·G, P prompt + R response tokens, L = P + R, dp = data·fsdp,
-tp = tensor, b = micro-batch rows per device):
+sampler-copy bytes per device are exact (Σ_leaves shard numel · itemsize; the reference and
+the sampler's weights with their matrices in the compute dtype, ``models.compute_params``). The
+rest are formulas (per device; N rows = B·G, P prompt + R response tokens, L = P + R,
+dp = data·fsdp, tp = tensor, b = micro-batch rows per device):
 
   kv_cache    = 2 · layers · ⌈N_chunk / dp⌉ · L · Hk/tp · Dh · itemsize      (sampler)
   activations = layers · b · L · D · itemsize                              (remat full: layer
@@ -14,7 +15,8 @@ tp = tensor, b = micro-batch rows per device):
   flops       = 6 · P_count · N · L (update) + 2 · P_count · N · L (reference, if KL)
                 + 2 · P_count · N · R (sampling) + attention terms 12 · layers · N · L² · H·Dh/2
   time        = update_flops / (chips · peak · MFU) + decode steps · (weights/tp + kv per
-                device) / HBM bandwidth (decoding is bandwidth bound; roofline)
+                device) / HBM bandwidth (decoding is bandwidth bound; roofline; weights in
+                the compute dtype)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.hf_io import abstract_params
 from grpo_jax.models.model_config import ModelConfig
+from grpo_jax.models.transformer import compute_params
 from grpo_jax.sharding import rules as rules_lib
 
 
@@ -85,6 +88,11 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
   train = lambda t: rules_lib.tree_shardings(t, rules_lib.TRAIN, mesh)
   sample = rules_lib.tree_shardings(params, rules_lib.SAMPLE, mesh)
   p_bytes = _device_bytes(params, train(params))
+  # What the reference model keeps and the sampler reads: matrices in the compute dtype.
+  cast = jax.eval_shape(lambda p: compute_params(p, model.dtype), params)
+  cast_train = _device_bytes(cast, train(cast))
+  cast_sample = rules_lib.tree_shardings(cast, rules_lib.SAMPLE, mesh)
+  narrowed = cast_train < p_bytes
   itemsize = np.dtype(model.dtype).itemsize
   dp = data * fsdp
   kv_tp = tensor if model.num_kv_heads % tensor == 0 else 1
@@ -105,8 +113,10 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
     "params": p_bytes,
     "optimizer": _device_bytes(opt, train(opt)),
     "gradients": p_bytes,
-    "reference": p_bytes if work.reference else 0,
-    "sampler_params": _device_bytes(params, sample) if (fsdp > 1) else 0,
+    "reference": cast_train if work.reference else 0,
+    # The masters resharded for sampling (fsdp > 1), and the sampler's compute-dtype copy.
+    "sampler_params": (_device_bytes(params, sample) if (fsdp > 1) else 0)
+    + (_device_bytes(cast, cast_sample) if narrowed else 0),
     "kv_cache": kv,
     "activations": saved + working + logits,
   }
@@ -130,7 +140,8 @@ def step_time(model: ModelConfig, work: Workload, hw: Hardware, mesh_shape, mfu:
   fwd = 2 * n_params * N * L + attn
   update = 3 * fwd + (fwd if work.reference else 0)
   train_s = update / (hw.chips * hw.peak_flops * mfu)
-  weights = n_params * np.dtype(model.param_dtype).itemsize / tensor
+  itemsize = min(np.dtype(model.param_dtype).itemsize, np.dtype(model.dtype).itemsize)
+  weights = n_params * itemsize / tensor  # the sampler's compute-dtype copy
   kv_token = 2 * model.num_layers * model.num_kv_heads * model.head_dim
   kv_token *= np.dtype(model.dtype).itemsize
   rows = math.ceil(N / work.sample_chunks / (data * fsdp))

@@ -32,7 +32,8 @@ from grpo_jax.sharding import rules as rules
 class KVCache:
   """Per-layer keys/values over S static slots plus which slots hold real tokens."""
 
-  # One per layer, read by decode attention without a transpose (see the module docstring).
+  # One per layer, read by decode attention without a transpose (see the module docstring);
+  # in the model's compute dtype (the keys and values its projections produce).
   k_NxHkxDhxS: tuple[jax.Array, ...]
   v_NxHkxSxDh: tuple[jax.Array, ...]
   valid_NxS: jax.Array  # bool: slot holds a real (non-padding) token
@@ -60,7 +61,7 @@ def prefill(
   num_slots: int,
   share: int = 1,
 ) -> tuple[jax.Array, KVCache]:
-  """Runs the prompt once; returns the next-token logits_NxV (compute dtype) and a cache of
+  """Runs the prompt once; returns the next-token logits_NxV (float32) and a cache of
   ``num_slots`` ≥ P slots holding the prompt's keys and values in slots [0, P).
 
   Only the last position is unembedded: a P×V logits tensor is never built. ``share`` > 1:
@@ -104,7 +105,7 @@ def grow(cache: KVCache, num_slots: int) -> KVCache:
 def decode_step(
   model: Transformer, token_N: jax.Array, cache: KVCache
 ) -> tuple[jax.Array, KVCache]:
-  """Feeds one token per row at slot ``cache.index``; returns next-token logits_NxV.
+  """Feeds one token per row at slot ``cache.index``; returns next-token logits_NxV (float32).
 
   Cost is one token's projections plus attention over the S static slots (unwritten slots are
   masked; the sampler grows S in steps so it stays near the written length); the cache is

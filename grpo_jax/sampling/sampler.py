@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from grpo_jax.models.transformer import compute_params
 from grpo_jax.sampling.kv_cache import KVCache, decode_step, grow, prefill
 from grpo_jax.sampling.next_token import row_uniforms, sample_next_token
 
@@ -115,7 +116,10 @@ def _sample_jit(
   first_bucket,
   prompt_share,
 ) -> SampleOutput:
-  model = nnx.merge(graphdef, params)
+  # Every decode step reads the weights in the compute dtype (float32 masters → one bf16 copy,
+  # made once here): the bytes a memory-bound step moves are halved.
+  dtype = nnx.merge(graphdef, params).cfg.compute_dtype
+  model = nnx.merge(graphdef, compute_params(params, dtype))
   N, P = prompt_NxP.shape
   T = max_new_tokens
   emit = functools.partial(

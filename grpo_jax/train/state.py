@@ -6,7 +6,8 @@ run's base PRNG key (per-step keys are ``fold_in(rng, step)``, so a resumed run 
 numbers), and the position of the next training prompt in the task's stream. With
 ``loss.kl_coef != 0`` also ``ref_params``: a frozen copy of the initial policy (the reference of
 the KL penalty, METHODS §4), sharded like ``params`` and checkpointed with them; without KL it
-is absent and no reference forward pass exists.
+is absent and no reference forward pass exists. The reference's matrices are stored in the
+compute dtype (``models.compute_params``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from grpo_jax import advantages
+from grpo_jax.models.transformer import compute_params
 
 
 def init_state(params, optimizer: optax.GradientTransformation, cfg) -> dict:
@@ -29,8 +31,10 @@ def init_state(params, optimizer: optax.GradientTransformation, cfg) -> dict:
   }
   if uses_reference(cfg):
     # A copy, not an alias: the update donates the state, and one buffer may not be donated
-    # twice.
-    state["ref_params"] = jax.tree.map(jnp.copy, params)
+    # twice. Frozen, so its matrices are kept as the forward pass reads them (float32 masters
+    # with bf16 compute: a bf16 reference, same log-probs, half the bytes).
+    ref_params = compute_params(params, cfg.model.get("dtype", "float32"))
+    state["ref_params"] = jax.tree.map(jnp.copy, ref_params)
   return state
 
 

@@ -205,3 +205,49 @@ def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
   first = rows[0]
   assert first["width"] < 16
   assert first["compiles_full"] >= 1 and first["compiles_cut"] >= 1  # one program, two widths
+
+
+def test_bench_accelerator_toy_reports_every_section(tmp_path):
+  """The accelerator script at toy shapes on the CPU: ceilings, decode rows against their
+  roofline and transformers (forced onto the CPU), the update's MFU, the goals."""
+  res = run_bench(
+    "bench_accelerator.py",
+    ["--toy", "--hf", "cpu", "--models", "toy-a", "--batches", "2,4", "--reps", "1"],
+    tmp_path,
+  )
+  dev = res["device"]
+  assert dev["copy_gb_s"] == max(dev["copy_gb_s_single"], dev["copy_gb_s_loop"]) > 0
+  assert dev["matmul_tflops"] > 0
+  assert [(r["model"], r["B"]) for r in res["decode"]] == [("toy-a", 2), ("toy-a", 4)]
+  for row in res["decode"]:
+    assert "error" not in row, row
+    assert row["tok_s"] == pytest.approx(row["B"] * row["T"] / row["seconds"])
+    assert row["roofline_pct"] == pytest.approx(100 * row["roofline_s"] / row["seconds"])
+    assert row["ratio_vs_hf"] == pytest.approx(row["tok_s"] / row["hf_tok_s"])
+    # Caches of P + 16 slots (one bucket): the 15 decode steps attend over 20 slots each
+    # against the 4 + t (t = 1 … 15) written: 300 / 180.
+    assert row["bucket_kv_ratio"] == pytest.approx(300 / 180)
+  assert {r["hf_dtype"] for r in res["generate"]} == {"bfloat16"}
+  (up,) = res["update"]
+  assert "error" not in up, up
+  # 2 prompts × 4 rows of 8 + 24 tokens, each prompt once: 3 × the forward's matmul FLOPs.
+  D, F, H, Hk, Dh, V, layers = 64, 128, 4, 2, 16, 512, 2
+  dense = layers * 2 * (2 * D * H * Dh + 2 * D * Hk * Dh + 3 * D * F)
+  pairs = 2 * 8 * 9 / 2 + 8 * (24 * 8 + 24 * 25 / 2)
+  flops = 3 * (dense * (2 * 8 + 8 * 24) + 2 * D * V * 8 * 24 + layers * 4 * H * Dh * pairs)
+  assert (up["rows"], up["L"], up["rows_per_prompt"]) == (8, 32, 4)
+  assert up["model_tflop"] == pytest.approx(flops / 1e12)
+  assert up["mfu_pct"] == pytest.approx(100 * up["model_tflops_s"] / dev["matmul_tflops"])
+  assert [g["goal"] for g in res["goals"]] == ["update MFU toy-a ≥ 40%"]  # no B = 256 row
+
+
+def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
+  res = run_bench(
+    "bench_accelerator.py",
+    ["--toy", "--hf", "off", "--models", "toy-a", "--batches", "2,4", "--budget_s", "0.5"],
+    tmp_path,
+  )
+  assert res["decode"] == [] and res["update"] == []
+  skipped = [s["what"] for s in res["skipped"]]
+  assert skipped == ["generate", "decode toy-a B=2", "update toy-a", "decode toy-a B=4"]
+  assert all(s["reason"].startswith("time") for s in res["skipped"][1:])

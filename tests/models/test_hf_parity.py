@@ -172,7 +172,7 @@ def test_bf16_compute_keeps_float32_logsoftmax():
   mask = np.ones_like(tokens)
   logps_fn = jax.jit(models.token_logps, static_argnums=0)
   logits16 = jax.jit(models.forward, static_argnums=0)(graphdef16, params16, tokens, mask)
-  assert logits16.dtype == jnp.bfloat16
+  assert logits16.dtype == jnp.float32  # bf16 operands, float32 sums (Transformer.logits)
   logps16 = logps_fn(graphdef16, params16, tokens, mask)
   ref = logps_fn(graphdef, params, tokens, mask)
   assert logps16.dtype == jnp.float32

@@ -141,7 +141,7 @@ def test_bfloat16_params_and_compute():
   tokens_BxL = _tokens(2, 9)
   mask_BxL = jnp.ones_like(tokens_BxL)
   logits16 = forward(graphdef16, params16, tokens_BxL, mask_BxL)
-  assert logits16.dtype == jnp.bfloat16
+  assert logits16.dtype == jnp.float32  # bf16 operands, float32 sums (Transformer.logits)
   # Same weights (rounded to bf16) in float32: close, not equal.
   params32 = jax.tree.map(lambda x: x.astype(jnp.float32), params16)
   logits32 = forward(graphdef32, params32, tokens_BxL, mask_BxL)

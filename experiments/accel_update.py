@@ -1,0 +1,131 @@
+"""The update section of ``bench_accelerator.py``: one jitted ``train.update`` step of the
+library at a model's shape (bf16 compute over float32 masters, μ = 1, no KL, each group's prompt
+once, every decoder layer rematerialised, vocabulary-chunked log-probs) and its MFU against the
+measured bf16 matmul rate."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import bench_common as bc
+import jax
+import numpy as np
+from accel_common import MODELS
+
+from grpo_jax import models
+
+
+def forward_flops(cfg: models.ModelConfig, positions, unembedded, key_pairs) -> float:
+  """Matmul FLOPs (2 per multiply-add) of a forward pass: projections and MLP per position,
+  the unembedding per unembedded position, q·k and p·v per (query, visible key) pair."""
+  D, H, Hk, Dh, F = cfg.hidden_dim, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.mlp_dim
+  dense = cfg.num_layers * 2 * (2 * D * H * Dh + 2 * D * Hk * Dh + 3 * D * F)
+  attn = cfg.num_layers * 4 * H * Dh
+  return dense * positions + 2 * D * cfg.vocab_size * unembedded + attn * key_pairs
+
+
+def update_flops(cfg: models.ModelConfig, N: int, P: int, T: int, share: int) -> float:
+  """3 × forward of the update's work: each prompt once per ``share`` rows, every completion
+  position over its whole context, the completion positions unembedded."""
+  prompt_pairs = P * (P + 1) / 2
+  completion_pairs = T * P + T * (T + 1) / 2
+  pairs = N / share * prompt_pairs + N * completion_pairs
+  return 3 * forward_flops(cfg, N / share * P + N * T, N * T, pairs)
+
+
+def update_config(u: dict, vocab_chunk: int):
+  from grpo_jax import config as config_lib
+
+  cfg = config_lib.base_config()
+  cfg.sampling.prompts_per_step, cfg.sampling.group_size = u["prompts"], u["group"]
+  cfg.sampling.max_new_tokens = u["new_tokens"]
+  cfg.model.dtype, cfg.model.param_dtype, cfg.model.remat = "bfloat16", "float32", "full"
+  cfg.model.logps_vocab_chunk = vocab_chunk
+  cfg.loss.micro_batch_size = u["micro"]
+  cfg.loss.share_prompt = True
+  cfg.loss.kl_coef = 0.0
+  cfg.optimizer.warmup_steps = 0
+  cfg.optimizer.learning_rate = 1e-6
+  return cfg
+
+
+def update_batch(N: int, G: int, P: int, T: int, V: int) -> dict:
+  """The update's device arrays: G rows per prompt, every completion T tokens long, rewards
+  0 and 1 in every group (non-zero advantages)."""
+  rng = np.random.default_rng(0)
+  prompts_NxP = np.repeat(rng.integers(3, V, (N // G, P)), G, axis=0)
+  tokens_NxL = np.concatenate([prompts_NxP, rng.integers(3, V, (N, T))], axis=1)
+  rewards_N = (np.arange(N) % 2).astype(np.float32)
+  groups_N = np.repeat(np.arange(N // G), G).astype(np.int32)
+  return {
+    "tokens_NxL": tokens_NxL.astype(np.int32),
+    "input_mask_NxL": np.ones((N, P + T), np.int32),
+    "completion_mask_NxT": np.ones((N, T), np.int32),
+    "sample_logps_NxT": np.zeros((N, T), np.float32),
+    "rewards_N": rewards_N,
+    "accuracy_N": rewards_N,
+    "group_ids_N": groups_N,
+    "subgroup_ids_N": groups_N,
+    "loss_mask_N": np.ones(N, np.int32),
+    "step_accuracy_N": np.full(N, rewards_N.mean(), np.float32),
+  }
+
+
+def update_bytes(cfg: models.ModelConfig, N: int, L: int, T: int, chunk: int) -> float:
+  """Masters, gradients, two Adam moments (float32) and a bf16 copy; every layer's bf16 input
+  (remat), one layer's float32 attention scores and probabilities and MLP activations, and
+  three float32 logits chunks."""
+  D, F, H = cfg.hidden_dim, cfg.mlp_dim, cfg.num_heads
+  act = cfg.num_layers * N * L * D * 2 + N * H * L * L * 8 + 3 * N * L * F * 2
+  return 18 * cfg.num_params + act + 3 * N * T * chunk * 4
+
+
+def update_run(u: dict, vocab_chunk: int, rate_tflops: float) -> dict:
+  from grpo_jax import sharding as shard_lib
+  from grpo_jax.train.microbatch import num_parts, row_blocks
+  from grpo_jax.train.optimizer import make_optimizer
+  from grpo_jax.train.state import init_state
+  from grpo_jax.train.update import make_update_step, prompt_share
+
+  model_cfg = dataclasses.replace(MODELS[u["model"]], remat="full")
+  N, G, P, T = u["prompts"] * u["group"], u["group"], u["prompt_len"], u["new_tokens"]
+  cfg = update_config(u, vocab_chunk)
+  mesh = bc.mesh()
+  graphdef, params = models.init_params(model_cfg, 1)
+  optimizer = make_optimizer(cfg.optimizer)
+  state = init_state(params, optimizer, cfg)
+  del params
+  shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
+  state = jax.device_put(state, shardings)
+  update = make_update_step(graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
+  batch = shard_lib.shard_batch(update_batch(N, G, P, T, model_cfg.vocab_size), mesh)
+  t0 = time.perf_counter()
+  compiled = update.lower(state, batch).compile()
+  compile_s = time.perf_counter() - t0
+  times = []
+  for _ in range(u["steps"]):
+    t0 = time.perf_counter()
+    state, metrics = compiled(state, batch)
+    jax.block_until_ready((state, metrics))
+    times.append(time.perf_counter() - t0)
+  assert np.isfinite(float(metrics["loss/total"]))
+  del state, compiled
+  k = num_parts(N, u["micro"], "micro")
+  share = prompt_share(cfg, N, k, row_blocks(N, k, jax.device_count()))
+  flops = update_flops(model_cfg, N, P, T, share)
+  step_s = min(times[1:] or times)
+  return {
+    "model": u["model"],
+    "rows": N,
+    "L": P + T,
+    "micro": u["micro"],
+    "rows_per_prompt": share,
+    "remat": "full",
+    "compile_s": compile_s,
+    "step_s": step_s,
+    "model_tflop": flops / 1e12,
+    "model_tflops_s": flops / step_s / 1e12,
+    "mfu_pct": 100 * flops / step_s / 1e12 / rate_tflops,
+    "hfu_pct": 100 * flops * 4 / 3 / step_s / 1e12 / rate_tflops,
+  }
