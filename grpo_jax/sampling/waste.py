@@ -36,8 +36,9 @@ def plain_steps(lengths_N) -> int:
 
 def continuous_steps(lengths_N, num_slots: int, refill_rows: int, blocks: int = 1) -> int:
   """Decode steps of the continuous-batching sampler with S = ``num_slots`` slots refilled in
-  chunks of C = ``refill_rows``, its N rows split into ``blocks`` equal consecutive blocks, each
-  served by S / blocks slots of its own (the loop runs until the last block is done).
+  chunks of C = ``refill_rows`` (at most S / blocks), its N rows split into ``blocks`` equal
+  consecutive blocks, each served by S / blocks slots of its own (the loop runs until the last
+  block is done).
 
   The schedule (``continuous.py``): the first S/blocks rows of a block fill its slots; a row emits
   its first token when it is admitted and one more per decode step, and frees its slot after
@@ -48,8 +49,11 @@ def continuous_steps(lengths_N, num_slots: int, refill_rows: int, blocks: int = 
   lengths_N = np.asarray(lengths_N, np.int64)
   rows = len(lengths_N) // blocks
   slots = num_slots // blocks
+  chunk = min(refill_rows, slots)  # as ``continuous.refill_chunk``
+  if chunk < 1:
+    raise ValueError(f"refill_rows must be >= 1, got {refill_rows}")
   return max(
-    _block_steps(lengths_N[b * rows : (b + 1) * rows], slots, refill_rows) for b in range(blocks)
+    _block_steps(lengths_N[b * rows : (b + 1) * rows], slots, chunk) for b in range(blocks)
   )
 
 

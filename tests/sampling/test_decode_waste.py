@@ -27,6 +27,7 @@ def test_continuous_schedule_by_hand():
   # Refills of 2 rows wait for both slots: rows 2, 3 enter after step 4 (row 0 done) and run
   # 2 more steps.
   assert waste.continuous_steps(lengths, num_slots=2, refill_rows=2) == 6
+  assert waste.continuous_steps(lengths, num_slots=2, refill_rows=4) == 6  # C is at most S
 
 
 def test_blocks_run_their_own_slots():
