@@ -82,13 +82,11 @@ def base_config() -> ConfigDict:
   c.sampling.top_k = 0  # 0 = off
   c.sampling.top_p = 1.0  # 1.0 = off
   # Continuous batching (grpo_jax.sampling.continuous): S decode slots serve the rows, and a
-  # slot whose row stops takes the next waiting row (its prompt prefilled inside the loop), so
-  # short completions stop costing decode steps. 0 = every row decodes until the longest
-  # stops; S >= the rows of a call also. A multiple of the mesh's batch devices (data x fsdp).
+  # slot whose row stops takes the next waiting row (a copy of its prompt's keys/values, all
+  # prefilled first), so stopped rows stop costing decode work. 0 = every row decodes until
+  # the longest stops (as does S >= the rows of a call). A multiple of the mesh's batch
+  # devices (data x fsdp): each device serves its own rows with S / devices slots.
   c.sampling.decode_slots = 0
-  # Rows a device admits at once into freed slots (one prefill each time); 0 = auto: whole
-  # groups (each group's prompt prefilled once) and at least S / 8 per device.
-  c.sampling.refill_rows = 0
 
   # Strategy-conditioned two-stage sampling (METHODS §5): K previews per prompt, then G/K
   # completions conditioned on prompt + preview; subgroup id = preview index.

@@ -111,19 +111,6 @@ class Sampling(View):
   top_k: int = spec(ge=0)
   top_p: float = spec(gt=0, le=1)
   decode_slots: int = spec(ge=0, doc="0 = off (no continuous batching)")
-  refill_rows: int = spec(ge=0, doc="0 = auto")
-
-  def check(self):
-    if self.refill_rows and not self.decode_slots:
-      fail(
-        f"config key sampling.refill_rows = {self.refill_rows} has no effect with "
-        "sampling.decode_slots = 0 (continuous batching off)"
-      )
-    if self.refill_rows > self.decode_slots:
-      fail(
-        f"config key sampling.refill_rows = {self.refill_rows} must be <= sampling.decode_slots"
-        f" = {self.decode_slots}"
-      )
 
 
 @_view("strategy")

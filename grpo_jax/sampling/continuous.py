@@ -1,49 +1,54 @@
 """Continuous batching: S decode slots serve N > S rows; when a slot's row stops, the next
-waiting row's prompt is prefilled into that slot inside the jitted loop.
+waiting row takes the slot inside the jitted loop.
 
 Shape letters: N rows in K blocks of R = N / K (one block per device of the mesh's batch axes),
-S slots per block, M = K·S slots in all, C refill rows per block, P prompt slots,
-T = max_new_tokens, W = P + T cache columns, V vocab.
+S slots per block, M = K·S slots in all, U = N / share prompt runs, P prompt slots,
+T = max_new_tokens, V vocab.
 
-Every slot owns a cache row of W columns laid out as a row of the plain sampler's cache
-(``kv_cache.py``): the left-padded prompt in [0, P), token t − 1 fed at column P + t − 1 and RoPE
-position (real prompt tokens) + t − 1, so that a row's logits do not depend on the slot or the
-step it runs in (the cache is never grown: W columns from the start). Token t of row n is drawn
-with the plain sampler's uniform_TxN[t, n] (``sampler.step_uniforms``): both samplers give the
-same tokens, up to the rounding of two differently shaped programs.
+One prefill runs every prompt first, each run of ``share`` identical prompts once, as the
+plain sampler's does, and draws every row's token 0 from it. Its keys/values stay (U × P, not
+N × (P + T)); a row that takes a slot gets a copy of its prompt's, so a refill runs no model
+call and a slot is refilled in the same step its row stops (no chunks to wait for).
 
-The schedule (``waste.continuous_steps`` is its host model): block k's first S rows fill its
-slots, each row drawing its first token from the prefill. After every decode step, while a
-block has W_k > 0 waiting rows and at least min(C, W_k) free slots, its next min(C, W_k) rows
-(in row order) are prefilled, C rows per block at once under one ``lax.while_loop``, into its
-lowest free slots. Rows, slots and refills never leave their block: under a mesh every gather
-and scatter is batched over k, so each device serves its own rows.
+Every slot's cache row is laid out as a row of the plain sampler's cache (``kv_cache.py``):
+the left-padded prompt in [0, P), token t − 1 fed at column P + t − 1 and RoPE position (real
+prompt tokens) + t − 1, in caches of P + 64, P + 128 … P + T columns (``sampler.cache_buckets``;
+a bucket ends when a live slot would write past it). So a row's logits do not depend on the
+slot or step it runs in, and token t of row n is drawn with the plain sampler's
+uniform_TxN[t, n] (``sampler.step_uniforms``): both samplers give the same tokens, up to the
+rounding of two differently shaped programs.
+
+The schedule (``waste.continuous_steps`` is its host model): after token 0, a block's rows
+that have not stopped take its slots in row order, the lowest free slot first, refilled after
+every decode step. Rows and slots never leave their block: under a mesh every gather and
+scatter is batched over k, so each device serves its own rows.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from grpo_jax.sampling.kv_cache import KVCache, decode_step, grow, prefill
+from grpo_jax.models.shared_prompt import decode_layout, repeat_runs, run_heads
+from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_tokens
+from grpo_jax.sampling.kv_cache import KVCache, decode_step, grow
 from grpo_jax.sampling.next_token import sample_next_token
-from grpo_jax.sampling.sampler import SampleOutput, is_stop, step_uniforms
+from grpo_jax.sampling.sampler import SampleOutput, cache_buckets, is_stop, step_uniforms
 
 
 @flax.struct.dataclass
 class SlotState:
-  """The while-loop carry. ``cache`` holds M slots with one write slot and RoPE position each."""
+  """The while-loop carry. ``cache`` holds M slots, each with its write column and position."""
 
   cache: KVCache
   row_KxS: jax.Array  # int32: block-local row the slot serves; R = free
   t_KxS: jax.Array  # int32: index of the token the slot draws next
   last_KxS: jax.Array  # int32: the token fed to the next decode step
-  next_K: jax.Array  # int32: each block's first waiting row
+  next_K: jax.Array  # int32: position in ``queue_KxR`` of each block's next waiting row
   steps: jax.Array  # int32 scalar: decode steps run
   tokens_KxRxT: jax.Array
   mask_KxRxT: jax.Array
@@ -51,65 +56,30 @@ class SlotState:
   done_KxR: jax.Array  # bool: the row has emitted a stop token
 
 
-def refill_chunk(slots_per_block: int, prompt_share: int, refill_rows: int) -> int:
-  """C, the rows a block admits at once: ``refill_rows`` (capped at S), or with 0 the prompt
-  runs of ``prompt_share`` rows (each group's prompt then prefilled once) and at least S/8."""
-  if refill_rows > 0:
-    return min(refill_rows, slots_per_block)
-  run = prompt_share * max(1, slots_per_block // 8 // prompt_share)
-  return min(run, slots_per_block)
-
-
 def _per_block(fn):
   """``fn`` on one block's arrays, mapped over the leading block axis k."""
   return jax.vmap(fn)
 
 
-def _put(x_KxA, index_KxJ, v_KxJ):
-  """x[k, index[k, j]] = v[k, j] along axis 1; index A (one past the end) drops the write."""
-  return _per_block(lambda x, i, v: x.at[i].set(v.astype(x.dtype), mode="drop"))(
-    x_KxA, index_KxJ, v_KxJ
-  )
-
-
-def _put_2d(x_KxRxT, row_KxJ, t_KxJ, v_KxJ):
-  """x[k, row[k, j], t[k, j]] = v[k, j]; row R drops the write."""
+def _put_2d(x_KxRxT, row_KxS, t_KxS, v_KxS):
+  """x[k, row[k, s], t[k, s]] = v[k, s]; row R drops the write."""
   one = lambda x, r, t, v: x.at[r, t].set(v.astype(x.dtype), mode="drop")
-  return _per_block(one)(x_KxRxT, row_KxJ, t_KxJ, v_KxJ)
+  return _per_block(one)(x_KxRxT, row_KxS, t_KxS, v_KxS)
 
 
-def _write_prompts(cache: KVCache, chunk: KVCache, slot_KxC, K: int) -> KVCache:
-  """The chunk's prompt keys/values (P columns) written to columns [0, P) of ``slot_KxC``; those
-  slots' masks become the prompt's, their write slot P and position the prompt's length."""
-  M, W = cache.valid_NxS.shape
-  P = chunk.valid_NxS.shape[1]
-  blocks = lambda x: x.reshape(K, -1, *x.shape[1:])
-  put_k = lambda c, i, x: c.at[i, :, :, :P].set(x, mode="drop")
-  put_v = lambda c, i, x: c.at[i, :, :P, :].set(x, mode="drop")
-  k = [
-    _per_block(put_k)(blocks(c), slot_KxC, blocks(x))
-    for c, x in zip(cache.k_NxHkxDhxS, chunk.k_NxHkxDhxS)
-  ]
-  v = [
-    _per_block(put_v)(blocks(c), slot_KxC, blocks(x))
-    for c, x in zip(cache.v_NxHkxSxDh, chunk.v_NxHkxSxDh)
-  ]
-  valid_KxCxW = blocks(jnp.pad(chunk.valid_NxS, ((0, 0), (0, W - P))))
-  written = cache.replace(
-    k_NxHkxDhxS=tuple(x.reshape(M, *x.shape[2:]) for x in k),
-    v_NxHkxSxDh=tuple(x.reshape(M, *x.shape[2:]) for x in v),
-    valid_NxS=_put(blocks(cache.valid_NxS), slot_KxC, valid_KxCxW).reshape(M, W),
-    positions_N=_put(blocks(cache.positions_N), slot_KxC, blocks(chunk.positions_N)).reshape(M),
-    index=_put(blocks(cache.index), slot_KxC, jnp.full(slot_KxC.shape, P)).reshape(M),
-  )
-  return grow(written, W)  # re-applies the cache's layout under a mesh
+def _prefill_runs(model, prompt_NxP, prompt_mask_NxP, share: int):
+  """Each run's prompt once: (logits_NxV of token 0, per-layer (k_UxHkxDhxP, v_UxHkxPxDh))."""
+  mask_UxP = run_heads(prompt_mask_NxP, share)
+  tokens_UxP = real_tokens(run_heads(prompt_NxP, share), mask_UxP)
+  h_UxPxD, kvs = model(tokens_UxP, positions_from_mask(mask_UxP), causal_mask(mask_UxP))
+  return repeat_runs(model.logits(h_UxPxD[:, -1]), share), decode_layout(kvs)
 
 
 @functools.partial(
   jax.jit,
   static_argnames=(
     "graphdef", "max_new_tokens", "eos_id", "pad_id", "temperature", "top_k", "top_p",
-    "num_slots", "refill_rows", "blocks", "prompt_share",
+    "num_slots", "blocks", "prompt_share", "first_bucket",
   ),
 )  # fmt: skip
 def _continuous_jit(
@@ -126,100 +96,138 @@ def _continuous_jit(
   top_k,
   top_p,
   num_slots,
-  refill_rows,
   blocks,
   prompt_share,
+  first_bucket,
 ) -> SampleOutput:
   model = nnx.merge(graphdef, params)
-  (N, P), T, K = prompt_NxP.shape, max_new_tokens, blocks
+  (N, P), T, K, share = prompt_NxP.shape, max_new_tokens, blocks, prompt_share
   R, S = N // K, num_slots // K
-  W = P + T
-  C = refill_chunk(S, prompt_share, refill_rows)
+  blk = lambda x: x.reshape(K, -1, *x.shape[1:])  # rows, runs or slots → per block
   uniform_KxTxR = jnp.transpose(step_uniforms(rng, T, N).reshape(T, K, R), (1, 0, 2))
-  prompts_KxRxP, masks_KxRxP = prompt_NxP.reshape(K, R, P), prompt_mask_NxP.reshape(K, R, P)
 
-  def prefill_rows(rows_KxC, columns, share):
-    take = lambda x: jnp.take_along_axis(x, rows_KxC[..., None], axis=1).reshape(-1, P)
-    return prefill(model, take(prompts_KxRxP), take(masks_KxRxP), columns, share)
+  # Token 0 of every row, as the plain sampler draws it; rows that stop there never take a slot.
+  logits_NxV, kvs = _prefill_runs(model, prompt_NxP, prompt_mask_NxP, share)
+  token0_N, logp0_N = sample_next_token(
+    uniform_KxTxR[:, 0].reshape(N), logits_NxV, temperature, top_k, top_p
+  )
+  stop0_KxR = blk(is_stop(token0_N, eos_id))
+  waits_KxR = ~stop0_KxR & (T > 1)
+  queue_KxR = jnp.argsort(~waits_KxR, axis=1, stable=True).astype(jnp.int32)  # waiting rows first
+  count_K = jnp.sum(waits_KxR, axis=1, dtype=jnp.int32)
+  token0_KxR = blk(token0_N)
+  plen_KxR = jnp.sum(blk(prompt_mask_NxP).astype(jnp.int32), axis=2)
+  prompt_valid_KxRxP = blk(prompt_mask_NxP).astype(bool)
+  store_k = [blk(k) for k, _ in kvs]  # K × U/K runs
+  store_v = [blk(v) for _, v in kvs]
 
-  def draw(s, logits_MxV, row_KxJ, t_KxJ, live_KxJ):
-    """Draws token t of each live slot's row and records it; returns (state, token, stopped)."""
-    u_KxJ = _per_block(lambda u, t, r: u[jnp.minimum(t, T - 1), jnp.minimum(r, R - 1)])(
-      uniform_KxTxR, t_KxJ, row_KxJ
+  def admit(s: SlotState) -> SlotState:
+    """Free slots take the next waiting rows (the j-th free slot the j-th row) with a copy of
+    their prompt's keys/values, mask, write column P and RoPE position."""
+    free_KxS = s.row_KxS == R
+    rank_KxS = jnp.cumsum(free_KxS, axis=1, dtype=jnp.int32) - 1
+    fill_KxS = free_KxS & (rank_KxS < (count_K - s.next_K)[:, None])
+    row_KxS = jnp.take_along_axis(queue_KxR, jnp.minimum(s.next_K[:, None] + rank_KxS, R - 1), 1)
+    at_KxS = jnp.where(fill_KxS, jnp.arange(S)[None], S)  # S: not written
+    run_KxS = row_KxS // share
+    gather = lambda x_KxU: _per_block(lambda x, i: x[i])(x_KxU, run_KxS)
+    put = lambda x_KxS, v_KxS: _per_block(lambda x, i, v: x.at[i].set(v, mode="drop"))(
+      x_KxS, at_KxS, v_KxS
     )
-    token_M, logp_M = sample_next_token(u_KxJ.reshape(-1), logits_MxV, temperature, top_k, top_p)
-    token_KxJ = jnp.where(live_KxJ, token_M.reshape(row_KxJ.shape), pad_id)
-    logp_KxJ = jnp.where(live_KxJ, logp_M.reshape(row_KxJ.shape), 0.0)
-    stopped_KxJ = live_KxJ & is_stop(token_KxJ, eos_id)
-    at_KxJ = jnp.where(live_KxJ, row_KxJ, R)  # R: not recorded
-    s = s.replace(
-      tokens_KxRxT=_put_2d(s.tokens_KxRxT, at_KxJ, t_KxJ, token_KxJ),
-      mask_KxRxT=_put_2d(s.mask_KxRxT, at_KxJ, t_KxJ, jnp.ones_like(t_KxJ)),
-      logps_KxRxT=_put_2d(s.logps_KxRxT, at_KxJ, t_KxJ, logp_KxJ),
-      done_KxR=_put(s.done_KxR, jnp.where(stopped_KxJ, row_KxJ, R), stopped_KxJ),
-    )
-    return s, token_KxJ, stopped_KxJ
 
-  def start(s, logits_MxV, row_KxC, slot_KxC, use_KxC):
-    """Token 0 of the admitted rows (from their prefill); a row that stops there frees its slot."""
-    zero_KxC = jnp.zeros_like(row_KxC)
-    s, token_KxC, stopped_KxC = draw(s, logits_MxV, row_KxC, zero_KxC, use_KxC)
-    ends_KxC = stopped_KxC | (T == 1)
+    def write(cache: KVCache) -> KVCache:
+      W = cache.num_slots
+      keys = [
+        _per_block(lambda c, i, x: c.at[i, :, :, :P].set(x, mode="drop"))(blk(c), at_KxS, gather(x))
+        for c, x in zip(cache.k_NxHkxDhxS, store_k)
+      ]
+      values = [
+        _per_block(lambda c, i, x: c.at[i, :, :P, :].set(x, mode="drop"))(blk(c), at_KxS, gather(x))
+        for c, x in zip(cache.v_NxHkxSxDh, store_v)
+      ]
+      take_rows = lambda x_KxR: jnp.take_along_axis(x_KxR, row_KxS, 1)
+      valid_KxSxP = jnp.take_along_axis(prompt_valid_KxRxP, row_KxS[..., None], 1)
+      valid_KxSxW = jnp.pad(valid_KxSxP, ((0, 0), (0, 0), (0, W - P)))
+      flat = lambda x: x.reshape(K * S, *x.shape[2:])
+      return grow(
+        cache.replace(
+          k_NxHkxDhxS=tuple(flat(k) for k in keys),
+          v_NxHkxSxDh=tuple(flat(v) for v in values),
+          valid_NxS=flat(put(blk(cache.valid_NxS), valid_KxSxW)),
+          positions_N=flat(put(blk(cache.positions_N), take_rows(plen_KxR))),
+          index=flat(put(blk(cache.index), jnp.full((K, S), P, jnp.int32))),
+        ),
+        W,
+      )  # ``grow`` re-applies the cache's layout under a mesh
+
+    cache = jax.lax.cond(jnp.any(fill_KxS), write, lambda c: c, s.cache)
     return s.replace(
-      row_KxS=_put(s.row_KxS, slot_KxC, jnp.where(ends_KxC, R, row_KxC)),
-      t_KxS=_put(s.t_KxS, slot_KxC, zero_KxC + 1),
-      last_KxS=_put(s.last_KxS, slot_KxC, token_KxC),
+      cache=cache,
+      row_KxS=jnp.where(fill_KxS, row_KxS, s.row_KxS),
+      t_KxS=jnp.where(fill_KxS, 1, s.t_KxS),
+      last_KxS=jnp.where(fill_KxS, jnp.take_along_axis(token0_KxR, row_KxS, 1), s.last_KxS),
+      next_K=s.next_K + jnp.sum(fill_KxS, axis=1, dtype=jnp.int32),
     )
 
-  def admits_K(s):
-    free_K = jnp.sum(s.row_KxS == R, axis=1)
-    waiting_K = R - s.next_K
-    return jnp.where(
-      (waiting_K > 0) & (free_K >= jnp.minimum(C, waiting_K)), jnp.minimum(C, waiting_K), 0
-    )
-
-  def refill(s):
-    take_K = admits_K(s)
-    use_KxC = jnp.arange(C)[None] < take_K[:, None]
-    lowest_free_KxC = jnp.argsort(s.row_KxS < R, axis=1, stable=True)[:, :C]
-    slot_KxC = jnp.where(use_KxC, lowest_free_KxC, S)  # S: not written
-    row_KxC = jnp.minimum(s.next_K[:, None] + jnp.arange(C)[None], R - 1)
-    logits_MxV, chunk = prefill_rows(row_KxC, P, math.gcd(prompt_share, C, S))
-    s = s.replace(cache=_write_prompts(s.cache, chunk, slot_KxC, K), next_K=s.next_K + take_K)
-    return start(s, logits_MxV, row_KxC, slot_KxC, use_KxC)
-
-  def decode(s):
+  def decode(s: SlotState) -> SlotState:
     live_KxS = s.row_KxS < R
-    cache = s.cache.replace(index=jnp.minimum(s.cache.index, W - 1))  # free slots: any column
+    cache = s.cache.replace(index=jnp.minimum(s.cache.index, s.cache.num_slots - 1))  # free slots
     logits_MxV, cache = decode_step(model, s.last_KxS.reshape(-1), cache)
-    s, token_KxS, stopped_KxS = draw(
-      s.replace(cache=cache), logits_MxV, s.row_KxS, s.t_KxS, live_KxS
+    u_KxS = _per_block(lambda u, t, r: u[jnp.minimum(t, T - 1), jnp.minimum(r, R - 1)])(
+      uniform_KxTxR, s.t_KxS, s.row_KxS
     )
-    ends_KxS = live_KxS & (stopped_KxS | (s.t_KxS == T - 1))
+    token_M, logp_M = sample_next_token(u_KxS.reshape(-1), logits_MxV, temperature, top_k, top_p)
+    token_KxS = jnp.where(live_KxS, token_M.reshape(K, S), pad_id)
+    logp_KxS = jnp.where(live_KxS, logp_M.reshape(K, S), 0.0)
+    stopped_KxS = live_KxS & is_stop(token_KxS, eos_id)
+    at_KxS = jnp.where(live_KxS, s.row_KxS, R)  # R: not recorded
+    ends_KxS = stopped_KxS | (live_KxS & (s.t_KxS == T - 1))
     return s.replace(
+      cache=cache,
+      tokens_KxRxT=_put_2d(s.tokens_KxRxT, at_KxS, s.t_KxS, token_KxS),
+      mask_KxRxT=_put_2d(s.mask_KxRxT, at_KxS, s.t_KxS, jnp.ones_like(s.t_KxS)),
+      logps_KxRxT=_put_2d(s.logps_KxRxT, at_KxS, s.t_KxS, logp_KxS),
+      done_KxR=_per_block(lambda d, r, v: d.at[r].set(v, mode="drop"))(
+        s.done_KxR, jnp.where(stopped_KxS, s.row_KxS, R), stopped_KxS
+      ),
       row_KxS=jnp.where(ends_KxS, R, s.row_KxS),
       t_KxS=s.t_KxS + 1,
       last_KxS=jnp.where(live_KxS, token_KxS, 0),  # free slots feed token 0, a valid id
       steps=s.steps + 1,
     )
 
-  refill_all = lambda s: jax.lax.while_loop(lambda s: jnp.any(admits_K(s) > 0), refill, s)
-  first_KxS = jnp.broadcast_to(jnp.arange(S, dtype=jnp.int32), (K, S))
-  logits_MxV, cache = prefill_rows(first_KxS, W, math.gcd(prompt_share, S))
-  s = SlotState(
-    cache=cache.replace(index=jnp.full((K * S,), P, jnp.int32)),
-    row_KxS=first_KxS,
-    t_KxS=jnp.zeros((K, S), jnp.int32),
-    last_KxS=jnp.zeros((K, S), jnp.int32),
-    next_K=jnp.full((K,), S, jnp.int32),
-    steps=jnp.asarray(0, jnp.int32),
-    tokens_KxRxT=jnp.full((K, R, T), pad_id, jnp.int32),
-    mask_KxRxT=jnp.zeros((K, R, T), jnp.int32),
-    logps_KxRxT=jnp.zeros((K, R, T), jnp.float32),
-    done_KxR=jnp.zeros((K, R), bool),
+  limits = cache_buckets(T, first_bucket)
+  empty = lambda x, axis: jnp.zeros(
+    (K * S, *[P + limits[0] if a == axis else n for a, n in enumerate(x.shape[1:], 1)]), x.dtype
   )
-  s = refill_all(start(s, logits_MxV, first_KxS, first_KxS, jnp.ones((K, S), bool)))
-  s = jax.lax.while_loop(lambda s: jnp.any(s.row_KxS < R), lambda s: refill_all(decode(s)), s)
+  cache = KVCache(
+    k_NxHkxDhxS=tuple(empty(k, 3) for k, _ in kvs),
+    v_NxHkxSxDh=tuple(empty(v, 2) for _, v in kvs),
+    valid_NxS=jnp.zeros((K * S, P + limits[0]), bool),
+    positions_N=jnp.zeros((K * S,), jnp.int32),
+    index=jnp.full((K * S,), P, jnp.int32),
+  )
+  col0 = lambda x_KxR, fill=0: jnp.pad(
+    x_KxR[..., None], ((0, 0), (0, 0), (0, T - 1)), constant_values=fill
+  )
+  s = SlotState(
+    cache=cache,
+    row_KxS=jnp.full((K, S), R, jnp.int32),
+    t_KxS=jnp.ones((K, S), jnp.int32),
+    last_KxS=jnp.zeros((K, S), jnp.int32),
+    next_K=jnp.zeros((K,), jnp.int32),
+    steps=jnp.asarray(0, jnp.int32),
+    tokens_KxRxT=col0(token0_KxR, pad_id),
+    mask_KxRxT=col0(jnp.ones((K, R), jnp.int32)),
+    logps_KxRxT=col0(blk(logp0_N)),
+    done_KxR=stop0_KxR,
+  )
+  s = admit(s)
+  for limit in limits:  # a slot's token t is fed at column P + t - 1 < P + limit
+    s = s.replace(cache=grow(s.cache, P + limit))
+    fits = lambda s, limit=limit: jnp.all(jnp.where(s.row_KxS < R, s.t_KxS, 0) < limit)
+    cond = lambda s, fits=fits: jnp.any(s.row_KxS < R) & fits(s)
+    s = jax.lax.while_loop(cond, lambda s: admit(decode(s)), s)
   mask_NxT = s.mask_KxRxT.reshape(N, T)
   return SampleOutput(
     tokens_NxT=s.tokens_KxRxT.reshape(N, T),

@@ -22,7 +22,7 @@ def generate(
 
   ``prompt_mask_NxP``: 1 on real prompt tokens (the task's, never re-derived from a pad id).
   Rows stop on any of ``task.stop_ids``. ``decode_waste``: the share of the decode loop's
-  slot-steps spent on stopped rows (``waste.decode_waste``).
+  slot-steps spent on stopped rows (``waste.decode_waste``) over its ``decode_steps``.
 
   ``group_size``: the rows come in groups of that many consecutive copies of one prompt (every
   process's rows whole groups), whose prompts are prefilled once per device-local run.
@@ -48,7 +48,6 @@ def generate(
     top_p=settings.top_p,
     prompt_share=group_run(group_size, N, 1, blocks),
     decode_slots=settings.decode_slots,
-    refill_rows=settings.refill_rows,
     row_blocks=blocks,
   )
   out = shard_lib.local_rows(out, mesh)  # this process's rows (all rows with one process)
@@ -60,6 +59,7 @@ def generate(
     "logps_NxT": np.asarray(out.logps_NxT, np.float32),
     "truncated_N": np.asarray(out.truncated_N),
     "completions": task.decode(tokens_NxT, mask_NxT),
+    "decode_steps": int(out.decode_steps),
     "decode_waste": loop_waste(out, settings, N),
   }
 

@@ -10,19 +10,18 @@ import jax
 @dataclasses.dataclass(frozen=True)
 class SampleSettings:
   """How each row is continued: at most ``max_new_tokens`` tokens, temperature, top-k, top-p;
-  and how the loop runs: ``decode_slots`` / ``refill_rows`` (continuous batching, 0 = off)."""
+  and how the loop runs: ``decode_slots`` (continuous batching, 0 = off)."""
 
   max_new_tokens: int
   temperature: float = 1.0
   top_k: int = 0
   top_p: float = 1.0
   decode_slots: int = 0
-  refill_rows: int = 0
 
   @classmethod
   def from_config(cls, sampling_cfg) -> SampleSettings:
     s = sampling_cfg
-    return cls(s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.decode_slots, s.refill_rows)
+    return cls(s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.decode_slots)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -182,7 +182,6 @@ def sample(
   first_bucket: int = FIRST_BUCKET,
   prompt_share: int = 1,
   decode_slots: int = 0,
-  refill_rows: int = 0,
   row_blocks: int = 1,
 ) -> SampleOutput:
   """Samples up to ``max_new_tokens`` tokens after each LEFT-padded prompt.
@@ -206,18 +205,17 @@ def sample(
   follow the batch sharding. Every row needs at least one real prompt token.
 
   ``decode_slots`` S in (0, N): continuous batching (``continuous.py``): S rows decode at a
-  time and a stopped row's slot takes the next waiting row, prefilled in chunks of
-  ``refill_rows`` (0 = auto, ``continuous.refill_chunk``); the rows form ``row_blocks`` equal
-  consecutive blocks (one per device of the mesh's batch axes), each with S / row_blocks slots
-  of its own. Same outputs, row for row, up to rounding; ``first_bucket`` does not apply (each
-  slot holds P + T columns). 0, or S ≥ N: the loop above.
+  time and a stopped row's slot takes the next waiting row (with a copy of its prompt's keys
+  and values, all prefilled first); the rows form ``row_blocks`` equal consecutive blocks (one
+  per device of the mesh's batch axes), each with S / row_blocks slots of its own. Same
+  outputs, row for row, up to rounding. 0, or S ≥ N: the loop above.
   """
   if max_new_tokens < 1:
     raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
   if prompt_share < 1 or prompt_NxP.shape[0] % prompt_share:
     raise ValueError(f"prompt_share = {prompt_share} must be >= 1 and divide the rows")
-  if decode_slots < 0 or refill_rows < 0:
-    raise ValueError(f"decode_slots = {decode_slots} and refill_rows = {refill_rows} must be >= 0")
+  if decode_slots < 0:
+    raise ValueError(f"decode_slots = {decode_slots} must be >= 0")
   if temperature < 0 or not 0.0 < top_p <= 1.0 or top_k < 0:
     raise ValueError(
       f"bad sampling settings: temperature={temperature}, top_k={top_k}, top_p={top_p}"
@@ -245,8 +243,8 @@ def sample(
       prompt_mask_NxP,
       rng,
       num_slots=int(decode_slots),
-      refill_rows=int(refill_rows),
       blocks=int(row_blocks),
+      first_bucket=int(first_bucket),
       **settings,
     )
   return _sample_jit(

@@ -133,7 +133,6 @@ def draw_rows(
       # The padding rows copy the last row, so they extend its run.
       prompt_share=group_run(prompt_share, n + extra, 1, devices),
       decode_slots=settings.decode_slots,
-      refill_rows=settings.refill_rows,
       row_blocks=devices,
     )
   )

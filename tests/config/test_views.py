@@ -89,7 +89,6 @@ def test_build_gives_frozen_typed_views():
     ("advantage.offset_shuffle=true", r"advantage.offset_shuffle"),
     ("eval.with_strategy=true", r"eval.with_strategy"),
     ("sampling.decode_slots=-1", r"sampling.decode_slots = -1 must be >= 0"),
-    ("sampling.refill_rows=2", r"sampling.refill_rows = 2 has no effect"),
   ],
 )
 def test_bad_value_fails_at_load_naming_the_key(override, needle):
@@ -262,8 +261,6 @@ def test_every_config_file_declares_its_arguments(path):
 
 
 def test_decode_slots_rules():
-  config_file.load(TINY, ["sampling.decode_slots=8", "sampling.refill_rows=4"])
-  with pytest.raises(ValueError, match=r"sampling.refill_rows = 9 must be <= sampling.decode"):
-    config_file.load(TINY, ["sampling.decode_slots=8", "sampling.refill_rows=9"])
+  config_file.load(TINY, ["sampling.decode_slots=8", "mesh.data=4"])
   with pytest.raises(ValueError, match=r"decode_slots = 6 must be a multiple of .* = 4"):
     config_file.load(TINY, ["sampling.decode_slots=6", "mesh.data=4"])

@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
-from grpo_jax.sampling import continuous, waste
+from grpo_jax.sampling import waste
 
 CFG = models.PRESETS["test"]  # vocab 64, 2 layers
 V, PAD = CFG.vocab_size, 0
@@ -51,27 +51,26 @@ def _assert_same_rows(plain, cont, max_rows_off=0):
 @pytest.mark.parametrize(
   "kw",
   [
-    dict(decode_slots=8, refill_rows=1),
-    dict(decode_slots=8, refill_rows=3, temperature=0.7, top_k=20, top_p=0.9),
-    dict(decode_slots=5, refill_rows=5, temperature=0.0),
+    dict(decode_slots=8),
+    dict(decode_slots=8, temperature=0.7, top_k=20, top_p=0.9, first_bucket=8),
+    dict(decode_slots=5, temperature=0.0, first_bucket=0),
     dict(decode_slots=12, eos_id=7, max_new_tokens=9),
   ],
 )
 def test_same_rows_as_the_plain_sampler(model, kw):
   prompts = left_padded_prompts(32, 6, V, PAD, seed=5)
-  plain_kw = {k: v for k, v in kw.items() if k not in ("decode_slots", "refill_rows")}
+  plain_kw = {k: v for k, v in kw.items() if k != "decode_slots"}
   plain, cont = _sample(model, prompts, **plain_kw), _sample(model, prompts, **kw)
   lengths = np.asarray(plain.lengths_N)
   assert lengths.min() < lengths.max()  # rows stop at different steps: slots are refilled
   _assert_same_rows(plain, cont, max_rows_off=1)
   assert int(plain.decode_steps) == waste.plain_steps(lengths)
-  chunk = continuous.refill_chunk(kw["decode_slots"], 1, kw.get("refill_rows", 0))
-  assert int(cont.decode_steps) == waste.continuous_steps(lengths, kw["decode_slots"], chunk)
+  assert int(cont.decode_steps) == waste.continuous_steps(lengths, kw["decode_slots"])
 
 
 def test_logps_match_token_logps_and_bookkeeping(model):
   prompt_NxP, mask_NxP = left_padded_prompts(24, 5, V, PAD, seed=3)
-  out = _sample(model, (prompt_NxP, mask_NxP), decode_slots=6, refill_rows=2, temperature=0.8)
+  out = _sample(model, (prompt_NxP, mask_NxP), decode_slots=6, temperature=0.8)
   tokens = jnp.concatenate([prompt_NxP, out.tokens_NxT], 1)
   mask = jnp.concatenate([mask_NxP, out.mask_NxT], 1)
   recomputed_NxT = token_logps(*model, tokens, mask, 0.8)[:, 5:]
@@ -87,22 +86,23 @@ def test_logps_match_token_logps_and_bookkeeping(model):
   assert 0 < int(np.sum(out.truncated_N)) < 24
 
 
-def test_refill_size_changes_the_steps_not_the_rows(model):
+def test_fewer_slots_change_the_steps_not_the_rows(model):
   prompts = left_padded_prompts(32, 6, V, PAD, seed=5)
-  one, eight = (_sample(model, prompts, decode_slots=8, refill_rows=c) for c in (1, 8))
-  _assert_same_rows(one, eight)
-  assert int(one.decode_steps) < int(eight.decode_steps)  # chunks of 8 wait for 8 free slots
+  four, sixteen = (_sample(model, prompts, decode_slots=s, first_bucket=8) for s in (4, 16))
+  _assert_same_rows(four, sixteen)
+  lengths = np.asarray(four.lengths_N)
+  assert int(four.decode_steps) == waste.continuous_steps(lengths, 4) > int(sixteen.decode_steps)
 
 
 def test_shared_prompts_and_first_token_stops(model):
   """Groups of 4 rows share a prompt (prefilled once per group); with T = 1 every row stops at
-  its first token, so each refill admits rows that free their slots at once (token 0 is the
-  plain sampler's first column: the same logits and uniform_TxN[0])."""
+  its first token and none takes a slot (token 0 is the plain sampler's first column: the
+  same logits and uniform_TxN[0])."""
   p, m = left_padded_prompts(8, 6, V, PAD, seed=2)
   prompts = (jnp.repeat(p, 4, 0), jnp.repeat(m, 4, 0))
   plain = _sample(model, prompts, prompt_share=4)
   _assert_same_rows(plain, _sample(model, prompts, prompt_share=4, decode_slots=8), 1)
-  first = _sample(model, prompts, max_new_tokens=1, decode_slots=8, refill_rows=3)
+  first = _sample(model, prompts, max_new_tokens=1, decode_slots=8)
   np.testing.assert_array_equal(first.tokens_NxT[:, 0], plain.tokens_NxT[:, 0])
   np.testing.assert_allclose(first.logps_NxT[:, 0], plain.logps_NxT[:, 0], atol=1e-5)
   assert bool(jnp.all(first.mask_NxT == 1)) and int(first.decode_steps) == 0
@@ -119,7 +119,7 @@ def test_row_blocks_under_a_mesh(model):
   rows = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
   graphdef, params = model
   params = jax.device_put(params, NamedSharding(mesh, PartitionSpec()))
-  kw = dict(max_new_tokens=24, eos_id=STOPS, pad_id=PAD, decode_slots=16, refill_rows=1)
+  kw = dict(max_new_tokens=24, eos_id=STOPS, pad_id=PAD, decode_slots=16)
   out = shard_lib.under_mesh(sampling.sample, mesh)(
     graphdef,
     params,
@@ -132,7 +132,7 @@ def test_row_blocks_under_a_mesh(model):
   assert out.tokens_NxT.sharding.is_equivalent_to(rows, 2)
   _assert_same_rows(plain, out, max_rows_off=1)
   lengths = np.asarray(plain.lengths_N)
-  assert int(out.decode_steps) == waste.continuous_steps(lengths, 16, 1, blocks=8)
+  assert int(out.decode_steps) == waste.continuous_steps(lengths, 16, blocks=8)
   with pytest.raises(ValueError, match="sampling.decode_slots = 12"):
     sampling.sample(
       graphdef,

@@ -28,13 +28,13 @@ def _rollout(overrides):
 
 def test_decode_slots_keep_the_rows_and_cut_the_waste():
   plain = _rollout([])
-  cont = _rollout(["sampling.decode_slots=4", "sampling.refill_rows=1"])
+  cont = _rollout(["sampling.decode_slots=4"])
   lengths = plain.lengths_N
   assert 1 <= lengths.min() < lengths.max() == 12  # some rows stop early, some run to T = 12
   np.testing.assert_array_equal(cont.tokens_NxL, plain.tokens_NxL)
   np.testing.assert_allclose(cont.sample_logps_NxT, plain.sample_logps_NxT, atol=1e-5)
   np.testing.assert_array_equal(cont.rewards_N, plain.rewards_N)
   want_plain = waste.decode_waste(lengths, waste.plain_steps(lengths))
-  want_cont = waste.decode_waste(lengths, waste.continuous_steps(lengths, 4, 1), 4)
+  want_cont = waste.decode_waste(lengths, waste.continuous_steps(lengths, 4), 4)
   assert plain.metrics["rollout/decode_waste"] == want_plain
   assert cont.metrics["rollout/decode_waste"] == want_cont < want_plain
