@@ -83,6 +83,12 @@ def base_config() -> ConfigDict:
   c.sampling.temperature = 1.0
   c.sampling.top_k = 0  # 0 = off
   c.sampling.top_p = 1.0  # 1.0 = off
+  # Continuous batching (grpo_jax.sampling.continuous): S decode slots serve the rows, and a
+  # slot whose row stops takes the next waiting row (a copy of its prompt's keys/values, all
+  # prefilled first), so stopped rows stop costing decode work. 0 = every row decodes until
+  # the longest stops (as does S >= the rows of a call). A multiple of the mesh's batch
+  # devices (data x fsdp): each device serves its own rows with S / devices slots.
+  c.sampling.decode_slots = 0
 
   # Strategy-conditioned two-stage sampling (METHODS §5): K previews per prompt, then G/K
   # completions conditioned on prompt + preview; subgroup id = preview index.

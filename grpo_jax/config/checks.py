@@ -216,6 +216,12 @@ def check_experiment(e) -> None:
       f"config key dapo.overlong_buffer = {dapo.overlong_buffer} must be > 0 tokens with "
       "dapo.overlong_penalty"
     )
+  batch_devices = e.mesh.data * e.mesh.fsdp  # negative while one of them is -1 (auto)
+  if s.decode_slots and batch_devices > 0 and s.decode_slots % batch_devices:
+    fail(
+      f"config key sampling.decode_slots = {s.decode_slots} must be a multiple of the "
+      f"mesh's batch devices (mesh.data x mesh.fsdp = {batch_devices}), or 0"
+    )
   if ev.ks and max(ev.ks) > ev.num_samples:
     fail(f"config key eval.ks = {ev.ks} must be in [1, eval.num_samples = {ev.num_samples}]")
   _check_data(e)

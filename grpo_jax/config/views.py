@@ -111,6 +111,7 @@ class Sampling(View):
   temperature: float = spec(ge=0)  # 0 = greedy
   top_k: int = spec(ge=0)
   top_p: float = spec(gt=0, le=1)
+  decode_slots: int = spec(ge=0, doc="0 = off (no continuous batching)")
 
 
 @_view("strategy")

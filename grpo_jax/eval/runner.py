@@ -125,9 +125,12 @@ def per_problem(task, problems, out: dict, answers_PxN, num_texts: int = 2) -> l
   return records
 
 
-def eval_policy(graphdef, params, mesh, eval_cfg, max_new_tokens: int) -> Policy:
-  """The policy with evaluation's sample settings (no top-k)."""
-  settings = SampleSettings(max_new_tokens, eval_cfg.temperature, 0, eval_cfg.top_p)
+def eval_policy(
+  graphdef, params, mesh, eval_cfg, max_new_tokens: int, decode_slots: int = 0
+) -> Policy:
+  """The policy with evaluation's sample settings (no top-k); ``decode_slots``: the run's
+  continuous batching (``sampling.decode_slots``)."""
+  settings = SampleSettings(max_new_tokens, eval_cfg.temperature, 0, eval_cfg.top_p, decode_slots)
   return Policy(graphdef, params, mesh, settings)
 
 

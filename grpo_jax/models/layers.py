@@ -133,6 +133,21 @@ def attend_cached(q_BxLxHxDh, k_BxHkxDhxS, v_BxHkxSxDh, mask_BxLxS, scale: float
   return out.reshape(B, L, H, Dh)
 
 
+def _write_cache(k_BxHkxDhxS, v_BxHkxSxDh, k_BxHkxDhxL, v_BxHkxLxDh, cache_index):
+  """The caches with the L new keys/values written from slot ``cache_index`` on: a scalar (every
+  row at the same slot) or one slot per row, index_B (the continuous-batching sampler, whose
+  rows are at different lengths; a batched scatter)."""
+  if jnp.ndim(cache_index) == 0:
+    k = jax.lax.dynamic_update_slice(k_BxHkxDhxS, k_BxHkxDhxL, (0, 0, 0, cache_index))
+    return k, jax.lax.dynamic_update_slice(v_BxHkxSxDh, v_BxHkxLxDh, (0, 0, cache_index, 0))
+  put_k = lambda c, x, i: jax.lax.dynamic_update_slice(c, x, (0, 0, i))
+  put_v = lambda c, x, i: jax.lax.dynamic_update_slice(c, x, (0, i, 0))
+  return (
+    jax.vmap(put_k)(k_BxHkxDhxS, k_BxHkxDhxL, cache_index),
+    jax.vmap(put_v)(v_BxHkxSxDh, v_BxHkxLxDh, cache_index),
+  )
+
+
 class Attention(nnx.Module):
   """Grouped-query self-attention with RoPE and the family's q/k RMSNorm (before RoPE).
 
@@ -162,7 +177,8 @@ class Attention(nnx.Module):
 
     Without ``kv`` the keys are this call's own positions (S = L), returned (B, L, Hk, Dh).
     With ``kv = (k_BxHkxDhxS, v_BxHkxSxDh)`` (the decode layout) the new keys/values go to
-    slot ``cache_index`` of that static cache, the query attends over all S slots
+    slot ``cache_index`` (a scalar, or one slot per row) of that static cache, the query
+    attends over all S slots
     (``mask_BxLxS`` says which are visible) and the updated caches are returned.
     """
     B, L, _ = x_BxLxD.shape
@@ -187,8 +203,9 @@ class Attention(nnx.Module):
       k_cache, v_cache = kv
       new_k_BxHkxDhxL = jnp.transpose(k_BxLxHkxDh, (0, 2, 3, 1)).astype(k_cache.dtype)
       new_v_BxHkxLxDh = jnp.swapaxes(v_BxLxHkxDh, 1, 2).astype(v_cache.dtype)
-      k_BxHkxDhxS = jax.lax.dynamic_update_slice(k_cache, new_k_BxHkxDhxL, (0, 0, 0, cache_index))
-      v_BxHkxSxDh = jax.lax.dynamic_update_slice(v_cache, new_v_BxHkxLxDh, (0, 0, cache_index, 0))
+      k_BxHkxDhxS, v_BxHkxSxDh = _write_cache(
+        k_cache, v_cache, new_k_BxHkxDhxL, new_v_BxHkxLxDh, cache_index
+      )
       out_BxLxHxDh = attend_cached(q_BxLxHxDh, k_BxHkxDhxS, v_BxHkxSxDh, mask_BxLxS, Dh**-0.5)
       return self.o_proj(out_BxLxHxDh.reshape(B, L, H * Dh)), (k_BxHkxDhxS, v_BxHkxSxDh)
     out_BxLxHxDh = attend(q_BxLxHxDh, k_BxLxHkxDh, v_BxLxHkxDh, mask_BxLxS, Dh**-0.5)

@@ -61,7 +61,8 @@ class Transformer(nnx.Module):
 
     ``mask_BxLxS`` is the boolean attention mask (query l may read key s). With ``kv_caches``
     (one (k_BxHkxDhxS, v_BxHkxSxDh) pair per layer, ``sampling/kv_cache.py``) the new keys
-    are written at ``cache_index`` and the returned pairs are the updated caches.
+    are written at ``cache_index`` (a scalar, or index_B: one slot per row) and the returned
+    pairs are the updated caches.
     Sliding-window layers further hide keys W or more slots behind the query (HF's
     ``kv_idx > q_idx - W`` over cache positions).
     """
@@ -124,7 +125,8 @@ def _remat_layer(name: str, cache_index: int | None = None):
 
 
 def window_mask(mask_BxLxS: jax.Array, window: int, cache_index=None) -> jax.Array:
-  """mask ∧ (q_slot − k_slot < W); query l sits at slot cache_index + l (0 + l uncached).
+  """mask ∧ (q_slot − k_slot < W); query l sits at slot cache_index + l (0 + l uncached;
+  ``cache_index`` a scalar or one slot per row).
 
   Slots, not RoPE positions, as HF does; within a row real tokens occupy consecutive slots,
   so the two agree wherever the mask is on. ``window == 0`` returns the mask unchanged.
@@ -132,7 +134,11 @@ def window_mask(mask_BxLxS: jax.Array, window: int, cache_index=None) -> jax.Arr
   if window <= 0:
     return mask_BxLxS
   L, S = mask_BxLxS.shape[-2:]
-  q_slot_L = jnp.arange(L) + (0 if cache_index is None else cache_index)
+  index = 0 if cache_index is None else cache_index
+  if jnp.ndim(index) == 1:  # one slot per row (index_B): a per-row window
+    q_slot_BxL = index[:, None] + jnp.arange(L)[None]
+    return mask_BxLxS & (q_slot_BxL[:, :, None] - jnp.arange(S)[None, None] < window)
+  q_slot_L = jnp.arange(L) + index
   near_LxS = q_slot_L[:, None] - jnp.arange(S)[None, :] < window
   return mask_BxLxS & near_LxS[None]
 

@@ -12,6 +12,7 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.sampler import sample
+from grpo_jax.sampling.waste import decode_waste
 
 
 def generate(
@@ -20,7 +21,8 @@ def generate(
   """Samples one completion per prompt row; returns host arrays and decoded completions.
 
   ``prompt_mask_NxP``: 1 on real prompt tokens (the task's, never re-derived from a pad id).
-  Rows stop on any of ``task.stop_ids``.
+  Rows stop on any of ``task.stop_ids``. ``decode_waste``: the share of the decode loop's
+  slot-steps spent on stopped rows (``waste.decode_waste``) over its ``decode_steps``.
 
   ``group_size``: the rows come in groups of that many consecutive copies of one prompt (every
   process's rows whole groups), whose prompts are prefilled once per device-local run.
@@ -45,6 +47,8 @@ def generate(
     top_k=settings.top_k,
     top_p=settings.top_p,
     prompt_share=group_run(group_size, N, 1, blocks),
+    decode_slots=settings.decode_slots,
+    row_blocks=blocks,
   )
   out = shard_lib.local_rows(out, mesh)  # this process's rows (all rows with one process)
   tokens_NxT = np.asarray(out.tokens_NxT)
@@ -55,7 +59,16 @@ def generate(
     "logps_NxT": np.asarray(out.logps_NxT, np.float32),
     "truncated_N": np.asarray(out.truncated_N),
     "completions": task.decode(tokens_NxT, mask_NxT),
+    "decode_steps": int(out.decode_steps),
+    "decode_waste": loop_waste(out, settings, N),
   }
+
+
+def loop_waste(out, settings: SampleSettings, num_rows: int) -> float:
+  """``waste.decode_waste`` of one sampler call (the rows of this process, all with one)."""
+  slots = settings.decode_slots if 0 < settings.decode_slots < num_rows else num_rows
+  lengths_N = np.asarray(out.lengths_N)
+  return decode_waste(lengths_N, int(out.decode_steps), slots * len(lengths_N) // num_rows)
 
 
 __all__ = ["Policy", "SampleSettings", "generate"]

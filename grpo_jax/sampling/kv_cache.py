@@ -38,7 +38,9 @@ class KVCache:
   v_NxHkxSxDh: tuple[jax.Array, ...]
   valid_NxS: jax.Array  # bool: slot holds a real (non-padding) token
   positions_N: jax.Array  # int32: RoPE position of the next token written
-  index: jax.Array  # int32 scalar: slot of the next token written
+  # int32: slot of the next token written; a scalar (every row at the same slot), or index_N,
+  # one per row (continuous batching, ``continuous.py``: rows at different lengths).
+  index: jax.Array
 
   @property
   def num_slots(self) -> int:
@@ -105,16 +107,18 @@ def grow(cache: KVCache, num_slots: int) -> KVCache:
 def decode_step(
   model: Transformer, token_N: jax.Array, cache: KVCache
 ) -> tuple[jax.Array, KVCache]:
-  """Feeds one token per row at slot ``cache.index``; returns next-token logits_NxV (float32).
+  """Feeds one token per row at slot ``cache.index`` (shared or per row); returns next-token
+  logits_NxV (float32).
 
   Cost is one token's projections plus attention over the S static slots (unwritten slots are
   masked; the sampler grows S in steps so it stays near the written length); the cache is
   updated in place with ``dynamic_update_slice``.
   """
-  index = cache.index
-  valid_NxS = jax.lax.dynamic_update_slice(
-    cache.valid_NxS, jnp.ones((token_N.shape[0], 1), bool), (0, index)
-  )
+  index, N = cache.index, token_N.shape[0]
+  if jnp.ndim(index) == 0:
+    valid_NxS = jax.lax.dynamic_update_slice(cache.valid_NxS, jnp.ones((N, 1), bool), (0, index))
+  else:
+    valid_NxS = cache.valid_NxS.at[jnp.arange(N), index].set(True)
   h_Nx1xD, kvs = model(
     token_N[:, None],
     cache.positions_N[:, None],

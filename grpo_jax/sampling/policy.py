@@ -9,18 +9,19 @@ import jax
 
 @dataclasses.dataclass(frozen=True)
 class SampleSettings:
-  """How each row is continued: at most ``max_new_tokens`` tokens, temperature, top-k, top-p."""
+  """How each row is continued: at most ``max_new_tokens`` tokens, temperature, top-k, top-p;
+  and how the loop runs: ``decode_slots`` (continuous batching, 0 = off)."""
 
   max_new_tokens: int
   temperature: float = 1.0
   top_k: int = 0
   top_p: float = 1.0
+  decode_slots: int = 0
 
   @classmethod
   def from_config(cls, sampling_cfg) -> SampleSettings:
-    return cls(
-      sampling_cfg.max_new_tokens, sampling_cfg.temperature, sampling_cfg.top_k, sampling_cfg.top_p
-    )
+    s = sampling_cfg
+    return cls(s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.decode_slots)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,6 +39,7 @@ class SampleOutput:
   logps_NxT: jax.Array  # float32; log π(token) under logits / τ, 0 where mask is 0
   lengths_N: jax.Array  # int32; number of valid tokens (Σ_t mask)
   truncated_N: jax.Array  # bool; no EOS within max_new_tokens
+  decode_steps: jax.Array  # int32 scalar; decode-loop iterations run (``waste.decode_waste``)
 
 
 @flax.struct.dataclass
@@ -61,6 +62,13 @@ def step_uniforms(rng: jax.Array, num_steps: int, num_rows: int) -> jax.Array:
   return jax.vmap(lambda t: row_uniforms(jax.random.fold_in(rng, t), num_rows))(steps_T)
 
 
+def is_stop(token_N: jax.Array, eos_id) -> jax.Array:
+  """token ∈ stop ids: ``eos_id`` is an int or a static tuple of them (e.g. EOS and a preview
+  delimiter)."""
+  stop_ids = eos_id if isinstance(eos_id, tuple) else (eos_id,)
+  return functools.reduce(jnp.logical_or, [token_N == s for s in stop_ids])
+
+
 def _emit(
   state: DecodeState, logits_NxV, uniform_TxN, *, eos_id, pad_id, temperature, top_k, top_p
 ):
@@ -69,9 +77,7 @@ def _emit(
   token_N, logp_N = sample_next_token(uniform_N, logits_NxV, temperature, top_k, top_p)
   live_N = ~state.done_N
   token_N = jnp.where(live_N, token_N, pad_id)
-  # eos_id is an int or a static tuple of stop ids (e.g. EOS and a preview delimiter).
-  stop_ids = eos_id if isinstance(eos_id, tuple) else (eos_id,)
-  stopped_N = functools.reduce(jnp.logical_or, [token_N == s for s in stop_ids])
+  stopped_N = is_stop(token_N, eos_id)
   logp_N = jnp.where(live_N, logp_N, 0.0)
   put = lambda buf, col: jax.lax.dynamic_update_index_in_dim(buf, col.astype(buf.dtype), state.t, 1)
   return state.replace(
@@ -160,6 +166,7 @@ def _sample_jit(
     logps_NxT=state.logps_NxT,
     lengths_N=jnp.sum(state.mask_NxT, axis=1),
     truncated_N=~state.done_N,
+    decode_steps=state.t - 1,  # token 0 came from the prefill
   )
 
 
@@ -178,6 +185,8 @@ def sample(
   top_p: float = 1.0,
   first_bucket: int = FIRST_BUCKET,
   prompt_share: int = 1,
+  decode_slots: int = 0,
+  row_blocks: int = 1,
 ) -> SampleOutput:
   """Samples up to ``max_new_tokens`` tokens after each LEFT-padded prompt.
 
@@ -198,20 +207,24 @@ def sample(
   samples of one prompt), and each run's prompt is prefilled once (``kv_cache.prefill``).
   Prompt arrays may be sharded over a mesh's batch axis (params replicated); the outputs
   follow the batch sharding. Every row needs at least one real prompt token.
+
+  ``decode_slots`` S in (0, N): continuous batching (``continuous.py``): S rows decode at a
+  time and a stopped row's slot takes the next waiting row (with a copy of its prompt's keys
+  and values, all prefilled first); the rows form ``row_blocks`` equal consecutive blocks (one
+  per device of the mesh's batch axes), each with S / row_blocks slots of its own. Same
+  outputs, row for row, up to rounding. 0, or S ≥ N: the loop above.
   """
   if max_new_tokens < 1:
     raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
   if prompt_share < 1 or prompt_NxP.shape[0] % prompt_share:
     raise ValueError(f"prompt_share = {prompt_share} must be >= 1 and divide the rows")
+  if decode_slots < 0:
+    raise ValueError(f"decode_slots = {decode_slots} must be >= 0")
   if temperature < 0 or not 0.0 < top_p <= 1.0 or top_k < 0:
     raise ValueError(
       f"bad sampling settings: temperature={temperature}, top_k={top_k}, top_p={top_p}"
     )
-  return _sample_jit(
-    params,
-    prompt_NxP,
-    prompt_mask_NxP,
-    rng,
+  settings = dict(
     graphdef=graphdef,
     max_new_tokens=int(max_new_tokens),
     eos_id=tuple(int(i) for i in eos_id) if isinstance(eos_id, tuple | list) else int(eos_id),
@@ -219,6 +232,30 @@ def sample(
     temperature=float(temperature),
     top_k=int(top_k),
     top_p=float(top_p),
-    first_bucket=int(first_bucket),
     prompt_share=int(prompt_share),
+  )
+  N = prompt_NxP.shape[0]
+  if 0 < decode_slots < N:
+    from grpo_jax.sampling import continuous  # builds on this module
+
+    continuous.check_slots(N, decode_slots, row_blocks)
+    if prompt_share > 1 and (N // row_blocks) % prompt_share:
+      raise ValueError(f"prompt_share = {prompt_share} must divide each block's rows")
+    return continuous._continuous_jit(
+      params,
+      prompt_NxP,
+      prompt_mask_NxP,
+      rng,
+      num_slots=int(decode_slots),
+      blocks=int(row_blocks),
+      first_bucket=int(first_bucket),
+      **settings,
+    )
+  return _sample_jit(
+    params,
+    prompt_NxP,
+    prompt_mask_NxP,
+    rng,
+    first_bucket=int(first_bucket),
+    **settings,
   )

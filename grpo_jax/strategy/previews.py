@@ -22,6 +22,7 @@ import numpy as np
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.shared_prompt import group_run
+from grpo_jax.sampling.generate import loop_waste
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sampling.sampler import sample
 from grpo_jax.strategy import layout
@@ -131,6 +132,8 @@ def draw_rows(
       top_p=settings.top_p,
       # The padding rows copy the last row, so they extend its run.
       prompt_share=group_run(prompt_share, n + extra, 1, devices),
+      decode_slots=settings.decode_slots,
+      row_blocks=devices,
     )
   )
   return {
@@ -138,6 +141,7 @@ def draw_rows(
     "mask_NxT": np.asarray(out.mask_NxT, np.int32)[:n],
     "logps_NxT": np.asarray(out.logps_NxT, np.float32)[:n],
     "truncated_N": np.asarray(out.truncated_N)[:n],
+    "decode_waste": loop_waste(out, settings, n + extra),
   }
 
 

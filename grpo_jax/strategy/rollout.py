@@ -131,6 +131,7 @@ class TwoStageRollout:
       previews["stopped_BK"],
       group_size % K,
     )
+    metrics["rollout/decode_waste"] = gen["decode_waste"]  # stage 2's loop
     batch = RolloutBatch(
       tokens_NxL=np.concatenate([context_BxC[context_N], packed["tokens_NxR"]], 1),
       input_mask_NxL=np.concatenate([context_mask_BxC[context_N], packed["input_mask_NxR"]], 1),

@@ -111,7 +111,8 @@ def _evaluator(cfg, s: Setup, workdir: pathlib.Path):
     paths = [bench_lib.result_path(workdir, n, step) for n in sets]
     if distributed.agree(all(p.exists() for p in paths)):  # one decision for all processes
       return {n: json.loads(p.read_text()) for n, p in zip(sets, paths)}
-    policy = eval_policy(s.graphdef, params, s.mesh, cfg.eval, cfg.sampling.max_new_tokens)
+    sc = cfg.sampling
+    policy = eval_policy(s.graphdef, params, s.mesh, cfg.eval, sc.max_new_tokens, sc.decode_slots)
     # Multi-host: every process evaluates, process 0 writes.
     out_dir = workdir if distributed.is_primary() else None
     return loop.evaluate_benchmarks(policy, sets, rng, out_dir, step)

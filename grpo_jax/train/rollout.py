@@ -66,6 +66,7 @@ class OneStageRollout:
       lengths_N=gen["mask_NxT"].sum(1),
       completions_N=gen["completions"],
       problems_N=problems_N,
+      metrics={"rollout/decode_waste": gen["decode_waste"]},
     )
 
   def __call__(self, policy: Policy, problems, rng) -> RolloutBatch:

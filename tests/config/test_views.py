@@ -88,6 +88,7 @@ def test_build_gives_frozen_typed_views():
     ),
     ("advantage.offset_shuffle=true", r"advantage.offset_shuffle"),
     ("eval.with_strategy=true", r"eval.with_strategy"),
+    ("sampling.decode_slots=-1", r"sampling.decode_slots = -1 must be >= 0"),
   ],
 )
 def test_bad_value_fails_at_load_naming_the_key(override, needle):
@@ -257,3 +258,9 @@ def test_misspelt_config_argument_names_the_valid_ones():
 def test_every_config_file_declares_its_arguments(path):
   module = config_file.load_module(str(path))
   assert isinstance(module.ARGS, tuple)
+
+
+def test_decode_slots_rules():
+  config_file.load(TINY, ["sampling.decode_slots=8", "mesh.data=4"])
+  with pytest.raises(ValueError, match=r"decode_slots = 6 must be a multiple of .* = 4"):
+    config_file.load(TINY, ["sampling.decode_slots=6", "mesh.data=4"])
