@@ -53,7 +53,10 @@ def test_bf16_run_checkpoints_resumes_and_exports(tmp_path, launcher_env):
     assert all(np.isfinite(v) for v in m.values() if isinstance(v, float)), m
     # The bf16 sampler and the bf16 trainer score the same tokens within bf16 rounding.
     assert m["rollout/logp_gap_max"] < 0.05, m["rollout/logp_gap_max"]
-  assert lines[1]["loss/kl"] > 0  # the policy left its bf16 reference
+  # The KL term ran against the bf16 reference on every step. Its size is not asserted: the tiny
+  # random policy often scores reward 0 on both steps (all advantages 0), so it need not move;
+  # the bf16 reference's KL values are checked in tests/train/test_bf16_parity.py.
+  assert all("loss/kl" in m and m["loss/kl"] >= 0 for m in lines)
 
   resumed = _run(CONFIG + ["--workdir", str(run), "--config.steps=3", *OVERRIDES], launcher_env())
   assert "resumed from checkpoint at step 2" in resumed.stdout
