@@ -6,16 +6,15 @@ Two parts in one run; each prints a Markdown table, ``--json PATH`` writes every
              (``configs/smollm2_arithmetic.py``, one-stage sampling, τ = 1): B × G rows at
              each T of ``--new_tokens``. The plain sampler's lengths give its decode waste
              (``waste.decode_waste``); then the plain sampler and continuous batching with
-             each S of ``--slots`` (refill chunk ``--refill``) run the same prompts with the
-             same key, timed after a compiling call (best of ``--reps``): decode steps, waste,
-             wall seconds, useful tokens/s (Σ lengths / wall) and rows equal to the plain
-             sampler's.
+             each S of ``--slots`` run the same prompts with the same key, timed after a
+             compiling call (best of ``--reps``): decode steps, waste, wall seconds, useful
+             tokens/s (Σ lengths / wall) and rows equal to the plain sampler's.
   simulated  the long-tailed lengths of reasoning RL at a 4,096-token budget (``--sim_*``: a
              log-normal, capped at the budget, plus a share of rows that run to the cap), N
-             rows in blocks of ``--sim_blocks``: the waste of both samplers from the lengths
-             alone (``waste.plain_steps`` / ``continuous_steps``, the samplers' schedules,
-             checked against the jitted loops by tests/sampling/test_continuous.py), over
-             ``--sim_draws`` draws.
+             rows in blocks of ``--sim_blocks`` (the devices' row blocks): the waste of both
+             samplers from the lengths alone (``waste.plain_steps`` / ``continuous_steps``,
+             the samplers' schedules, checked against the jitted loops by
+             tests/sampling/test_continuous.py), over ``--sim_draws`` draws.
 
   JAX_PLATFORMS=cpu python experiments/bench_decode_waste.py                    # ~10 min
   JAX_PLATFORMS=cpu python experiments/bench_decode_waste.py --new_tokens 64 --slots 16
@@ -66,7 +65,7 @@ def run_real(args) -> list[dict]:
   for T in args.new_tokens:
     plain = None
     for S in [0, *args.slots]:
-      settings = SampleSettings(T, 1.0, 0, 1.0, S, args.refill if S else 0)
+      settings = SampleSettings(T, 1.0, 0, 1.0, S)
       policy = Policy(graphdef, params, mesh, settings)
       call = lambda p=policy: generate(p, task, prompts_NxP, mask_NxP, jax.random.key(0), G)
       t0 = time.perf_counter()
@@ -76,14 +75,13 @@ def run_real(args) -> list[dict]:
       lengths = out["mask_NxT"].sum(1)
       plain = out if S == 0 else plain
       same = np.all(out["tokens_NxT"] == plain["tokens_NxT"], axis=1)
-      chunk = (args.refill or _auto_chunk(S, G, N, mesh)) if S else 0
-      model_steps = waste.continuous_steps(lengths, S, chunk) if S else waste.plain_steps(lengths)
+      blocks = shard_lib.batch_size_multiple(mesh)
+      model_steps = waste.continuous_steps(lengths, S, blocks) if S else waste.plain_steps(lengths)
       rows.append(
         {
           "T": T,
           "rows": N,
           "slots": S or N,
-          "refill": chunk,
           "len_mean": float(lengths.mean()),
           "len_median": float(np.median(lengths)),
           "len_p90": float(np.percentile(lengths, 90)),
@@ -102,14 +100,6 @@ def run_real(args) -> list[dict]:
   return rows
 
 
-def _auto_chunk(S: int, G: int, N: int, mesh) -> int:
-  from grpo_jax.models.shared_prompt import group_run
-  from grpo_jax.sampling.continuous import refill_chunk
-
-  blocks = shard_lib.batch_size_multiple(mesh)
-  return refill_chunk(S // blocks, group_run(G, N, 1, blocks), 0)
-
-
 def sim_lengths(rng, n: int, args) -> np.ndarray:
   """Log-normal lengths (median ``--sim_median``, log-σ ``--sim_sigma``) capped at the budget,
   and a share ``--sim_capped`` of rows at the budget (responses that never end)."""
@@ -126,14 +116,13 @@ def run_simulated(args) -> list[dict]:
     plain = [waste.decode_waste(d, waste.plain_steps(d)) for d in draws]
     base = {"rows": N, "budget": args.sim_budget, "len_mean": float(np.mean(draws))}
     base["truncated_frac"] = float(np.mean([np.mean(d == args.sim_budget) for d in draws]))
-    rows.append({**base, "slots": N, "refill": 0, "waste": float(np.mean(plain))})
+    rows.append({**base, "slots": N, "waste": float(np.mean(plain))})
     rows[-1]["steps"] = float(np.mean([waste.plain_steps(d) for d in draws]))
     for frac in args.sim_slot_fracs:
       S = max(args.sim_blocks, int(N * frac) // args.sim_blocks * args.sim_blocks)
-      C = max(1, min(args.sim_refill, S // args.sim_blocks))
-      steps = [waste.continuous_steps(d, S, C, args.sim_blocks) for d in draws]
+      steps = [waste.continuous_steps(d, S, args.sim_blocks) for d in draws]
       cont = [waste.decode_waste(d, st, S) for d, st in zip(draws, steps)]
-      rows.append({**base, "slots": S, "refill": C, "waste": float(np.mean(cont))})
+      rows.append({**base, "slots": S, "waste": float(np.mean(cont))})
       rows[-1]["steps"] = float(np.mean(steps))
     for r in rows[-1 - len(args.sim_slot_fracs) :]:
       r["slot_steps_vs_plain"] = (
@@ -152,7 +141,6 @@ def main(argv=None):
     "--new_tokens", type=lambda s: [int(x) for x in s.split(",") if x], default=[64, 256]
   )
   p.add_argument("--slots", type=lambda s: [int(x) for x in s.split(",") if x], default=[16])
-  p.add_argument("--refill", type=int, default=0, help="refill chunk; 0 = the sampler's auto")
   p.add_argument("--reps", type=int, default=2)
   p.add_argument("--skip_real", action="store_true")
   p.add_argument(
@@ -162,7 +150,6 @@ def main(argv=None):
     "--sim_slot_fracs", type=lambda s: [float(x) for x in s.split(",") if x], default=[0.5, 0.25]
   )
   p.add_argument("--sim_blocks", type=int, default=8)
-  p.add_argument("--sim_refill", type=int, default=16)
   p.add_argument("--sim_budget", type=int, default=4096)
   p.add_argument("--sim_median", type=float, default=1200.0)
   p.add_argument("--sim_sigma", type=float, default=0.7)
