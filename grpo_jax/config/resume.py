@@ -6,7 +6,8 @@ on, how often it saves, evaluates and logs, but never the update a step computes
 
   steps                     extending (or shortening) a run: the learning rate is warmup then
                             constant and per-step keys are fold_in(rng, step), so steps 1..n of
-                            a longer run equal those of the shorter one;
+                            a longer run equal those of the shorter one (a presampled strategy
+                            run sized by steps then says its presample is too small);
   checkpoint.*              how often and how many checkpoints are kept;
   eval.every_steps, eval.before, eval.after
                             when held-out evaluation runs (it never feeds back into training);

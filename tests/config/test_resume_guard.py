@@ -126,3 +126,12 @@ def test_launcher_reports_a_changed_config_and_exits(tmp_path, stop_after_config
   assert "loss.kind: 'grpo' → 'dapo'" in capsys.readouterr().err
   with pytest.raises(_Stop):  # the flag lets it go on (to the stubbed setup)
     launch.main([*argv, "--allow_config_change"])
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.py")), ids=lambda p: p.stem)
+def test_every_config_file_survives_its_json_round_trip(path):
+  """A resume under the same config reads it back from config.json: no false change."""
+  config = config_file.load(str(path)).to_dict()
+  saved = json.loads(json.dumps(config, sort_keys=True, default=str))
+  assert resume.check({"config": saved}, config, "w") == {}
+  assert resume.resume_hash(saved) == resume.resume_hash(config)
