@@ -6,6 +6,10 @@ Re-running the same command on the same workdir resumes from the last checkpoint
 ``--mode=presample`` only warm-starts and draws the strategy previews (METHODS §5) into the
 workdir; the training command on the same workdir then resumes from there.
 ``--mode=export --out DIR [--step N]`` writes the workdir's checkpoint as a Hugging Face directory.
+A workdir resumes only under the config it started with (``grpo_jax.config.resume``);
+``--allow_config_change`` resumes under a changed one and records the change in config.json.
+``--sweep`` / ``--pod`` load every run's config before starting any; ``--sweep --dry_run``
+prints every run's plan and trains none.
 """
 
 from __future__ import annotations
@@ -60,7 +64,14 @@ def parse_args(argv: list[str]):
   parser.add_argument(
     "--dry_run",
     action="store_true",
-    help="build mesh and model shapes, print a memory estimate, allocate nothing",
+    help="build mesh and model shapes, print a memory estimate, allocate nothing "
+    "(with --sweep: for every run of the sweep)",
+  )
+  parser.add_argument(
+    "--allow_config_change",
+    action="store_true",
+    help="resume a workdir whose config.json differs from this config (the changed keys are "
+    "recorded in config.json); without it such a resume is an error naming them",
   )
   # Multi-host (grpo_jax.train.distributed): every host runs the same command with its own
   # --process_id; or set JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID.
@@ -107,29 +118,13 @@ def results_table(results: dict) -> str:
   return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
-  args, overrides = parse_args(argv)
-  if args.sweep or args.pod:
-    from grpo_jax.runs import sweep
+def _config_error(e: Exception) -> int:
+  print(f"config error: {e.args[0] if e.args else e}", file=sys.stderr)
+  return 2
 
-    if args.pod:
-      blocks = sweep.pod_commands(args.config, args.workdir, args.pod, args.coordinator, overrides)
-      print(sweep.format_pod_commands(blocks))
-      return 0
-    entries = sweep.run_local(args.config, args.workdir, overrides)
-    print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
-    return int(any(e["status"] == "failed" for e in entries))
-  try:
-    cfg = config_file.load(args.config, overrides)
-  except (KeyError, ValueError, FileNotFoundError) as e:
-    print(f"config error: {e.args[0] if e.args else e}", file=sys.stderr)
-    return 2
-  if args.dry_run:
-    from grpo_jax.planning import dry_run
 
-    print(dry_run.report(cfg))
-    return 0
-  from grpo_jax.train import distributed, train
+def _initialize(args) -> None:
+  from grpo_jax.train import distributed
 
   distributed.initialize(
     args.coordinator_address,
@@ -138,6 +133,44 @@ def main(argv: list[str]) -> int:
     auto=args.distributed_auto,
     heartbeat_timeout_seconds=args.heartbeat_timeout,
   )
+
+
+def main(argv: list[str]) -> int:
+  args, overrides = parse_args(argv)
+  if args.sweep or args.pod:
+    from grpo_jax.runs import sweep
+
+    try:
+      if args.pod:
+        blocks = sweep.pod_commands(
+          args.config, args.workdir, args.pod, args.coordinator, overrides
+        )
+        print(sweep.format_pod_commands(blocks))
+        return 0
+      if args.dry_run:
+        print(sweep.plan(args.config, args.workdir, overrides))
+        return 0
+      sweep.validate(args.config, sweep.expand(args.config), overrides)
+    except (KeyError, ValueError, FileNotFoundError) as e:
+      return _config_error(e)
+    _initialize(args)  # every host of a multi-host sweep runs this same command
+    entries = sweep.run_local(
+      args.config, args.workdir, overrides, allow_config_change=args.allow_config_change
+    )
+    print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
+    return int(any(e["status"] == "failed" for e in entries))
+  try:
+    cfg = config_file.load(args.config, overrides)
+  except (KeyError, ValueError, FileNotFoundError) as e:
+    return _config_error(e)
+  if args.dry_run:
+    from grpo_jax.planning import dry_run
+
+    print(dry_run.report(cfg))
+    return 0
+  from grpo_jax.train import train
+
+  _initialize(args)
 
   if args.mode == "eval":
     from grpo_jax.train.loop import evaluate_run
@@ -151,10 +184,16 @@ def main(argv: list[str]) -> int:
     export_run(cfg, args.workdir, args.out or str(pathlib.Path(args.workdir) / "hf"), args.step)
     return 0
   if args.mode == "presample":
-    out = train(cfg, args.workdir, presample_only=True)
+    allow = args.allow_config_change
+    out = train(cfg, args.workdir, presample_only=True, allow_config_change=allow)
     print(f"presampled previews: {out['presample']}\nrun directory: {args.workdir}")
     return 0
-  results = train(cfg, args.workdir)
+  from grpo_jax.config.resume import ConfigChanged
+
+  try:
+    results = train(cfg, args.workdir, allow_config_change=args.allow_config_change)
+  except ConfigChanged as e:
+    return _config_error(e)
   print(results_table(results))
   print(f"run directory: {args.workdir}")
   return 0

@@ -1,7 +1,8 @@
 """Loading experiment files (``configs/*.py``) and command-line overrides.
 
-``load("configs/quickstart.py:steps=20", ["loss.kind=dapo"])`` imports the file, calls its
-``get_config(arg)`` (whose argument names :func:`parse_arg` checks), applies ``key=value``
+``load("configs/quickstart.py:steps=20", ["loss.kind=dapo"])`` imports the file, checks the
+argument's names against the file's ``ARGS`` (:func:`parse_arg`: a misspelt one is an error
+naming the valid ones), calls its ``get_config(arg)``, applies ``key=value``
 overrides (parsed like ``ml_collections.config_flags``, to the type of the value they replace:
 :func:`parse_value`), checks every key against :func:`grpo_jax.config.base_config`, builds the
 typed views (validating every value, ``grpo_jax.config.views``) and locks the result.
@@ -131,7 +132,10 @@ def load(spec: str, overrides: list[str] = ()) -> ConfigDict:
   path, _, arg = spec.partition(":")
   if not pathlib.Path(path).exists():
     raise FileNotFoundError(f"config file {path} not found")
-  cfg = load_module(path).get_config(arg or None)
+  module = load_module(path)
+  if arg and getattr(module, "ARGS", None) is not None:
+    parse_arg(arg, module.ARGS)  # checked here too, whatever get_config does with it
+  cfg = module.get_config(arg or None)
   config_lib.check_keys(cfg)
   seen = set()
   for item in overrides:

@@ -14,10 +14,17 @@ run directory is ``<root>/<name>``, the name being the argument's and the overri
 pairs in call order joined by ``,`` (``advantage.offset_coef=-0.5,seed=0``), so a directory says
 what it ran.
 
+Every run's config is loaded before any run starts (:func:`validate`, for ``run_local``,
+``plan`` and ``pod_commands``): a misspelt override fails once, naming the run and the key,
+before a run directory exists. ``plan`` (``launch.py --sweep --dry_run``) prints every run's
+memory plan and trains none.
+
 ``run_local`` trains the runs one after another in this process. A finished run
 (``results.json`` present) is skipped; an unfinished one resumes from its checkpoints (the loop
 does that by itself); a failing run is recorded (``error.txt`` with the traceback) and the sweep
-goes on. ``pod_commands`` prints, per run, the command every host of a multi-host job runs.
+goes on; an unfinished run resumed under changed overrides fails naming the changed keys
+(``grpo_jax.config.resume``) unless ``allow_config_change``. ``pod_commands`` prints, per run,
+the command every host of a multi-host job runs.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import time
 import traceback
 
 from grpo_jax.config import files as config_file
+from grpo_jax.config import resume
 
 RESULTS, ERROR, RUN_INFO, SWEEP_INFO, LOG = (
   "results.json",
@@ -133,20 +141,52 @@ def _tee(path: pathlib.Path, log):
   return write
 
 
-def _check_same_config(run_dir: pathlib.Path, config_hash: str) -> None:
-  """An unfinished run resumes only under the config it started with."""
+def _check_same_config(run_dir: pathlib.Path, cfg, allow_change: bool = False) -> None:
+  """An unfinished run resumes only under the config it started with: a changed key (other
+  than ``grpo_jax.config.resume.RESUMABLE``) is an error naming it, unless ``allow_change``."""
   info_path = run_dir / RUN_INFO
-  if info_path.exists():
-    old = json.loads(info_path.read_text()).get("hash")
-    if old and old != config_hash:
-      raise ValueError(
-        f"{run_dir} was started with config hash {old}, now {config_hash}; the overrides "
-        "changed: use a new sweep directory or delete this run"
-      )
+  if not info_path.exists():
+    return
+  old, new = json.loads(info_path.read_text()).get("hash"), config_file.content_hash(cfg)
+  if not old or old == new:
+    return
+  saved = resume.read(run_dir)
+  if saved is not None:
+    resume.check(saved, cfg.to_dict(), run_dir, allow_change)
+  elif not allow_change:
+    raise ValueError(
+      f"{run_dir} was started with config hash {old}, now {new}; the overrides "
+      "changed: use a new sweep directory, delete this run or pass --allow_config_change"
+    )
 
 
-def run_one(spec: str, root, run: SweepRun, overrides=(), train_fn=None, log=print) -> dict:
-  """Trains (or resumes, or skips) one run; a failure is written to ``error.txt``, not raised."""
+def validate(spec: str, runs: list[SweepRun], overrides=()) -> dict:
+  """``{name: config}`` of every run, loaded before any run starts: the first run whose config
+  does not load (a misspelt override or argument, a bad value) is a ValueError naming it and
+  the key, raised once, before any run directory exists."""
+  out = {}
+  for run in runs:
+    try:
+      out[run.name] = load_run_config(spec, run, overrides)
+    except (KeyError, ValueError, FileNotFoundError) as e:
+      msg = e.args[0] if e.args else repr(e)
+      raise ValueError(f"sweep run {run.name} ({len(runs)} runs, none started): {msg}") from e
+  return out
+
+
+def run_one(
+  spec: str,
+  root,
+  run: SweepRun,
+  overrides=(),
+  train_fn=None,
+  log=print,
+  allow_config_change: bool = False,
+) -> dict:
+  """Trains (or resumes, or skips) one run; a failure is written to ``error.txt``, not raised.
+
+  ``allow_config_change``: resume an unfinished run under a changed config (recorded in its
+  ``config.json``) instead of failing it."""
   run_dir = pathlib.Path(root) / run.name
   entry = {"name": run.name, "overrides": run.overrides}
   if run_status(run_dir) == "done":
@@ -155,7 +195,7 @@ def run_one(spec: str, root, run: SweepRun, overrides=(), train_fn=None, log=pri
   try:
     cfg = load_run_config(spec, run, overrides)
     run_dir.mkdir(parents=True, exist_ok=True)
-    _check_same_config(run_dir, config_file.content_hash(cfg))
+    _check_same_config(run_dir, cfg, allow_config_change)
     (run_dir / ERROR).unlink(missing_ok=True)
     info = {
       "name": run.name,
@@ -168,7 +208,8 @@ def run_one(spec: str, root, run: SweepRun, overrides=(), train_fn=None, log=pri
     (run_dir / RUN_INFO).write_text(json.dumps(info, indent=2, default=str) + "\n")
     if train_fn is None:
       from grpo_jax.train import train as train_fn  # noqa: PLC0415 (the loop is heavy)
-    train_fn(cfg, run_dir, log=_tee(run_dir / LOG, log))
+    extra = {"allow_config_change": True} if allow_config_change else {}
+    train_fn(cfg, run_dir, log=_tee(run_dir / LOG, log), **extra)
     return {**entry, "status": "done", "seconds": time.time() - t0}
   except Exception as e:  # noqa: BLE001 (a sweep records any failure and goes on)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -187,25 +228,50 @@ def enable_compile_cache(path) -> None:
 
 
 def run_local(
-  spec: str, root, overrides=(), train_fn=None, log=print, only=None, compile_cache=True
+  spec: str,
+  root,
+  overrides=(),
+  train_fn=None,
+  log=print,
+  only=None,
+  compile_cache=True,
+  allow_config_change=False,
 ) -> list[dict]:
   """Runs every run of the sweep one after another under ``root``; returns one entry per run
   (status skipped | done | failed) and writes them to ``<root>/sweep.json``.
 
-  ``only``: a substring; runs whose name lacks it are left alone. ``compile_cache``: keep
-  compiled programs in ``<root>/.jax_cache`` (see :func:`enable_compile_cache`)."""
+  Every run's config is loaded first (:func:`validate`): a bad one stops the sweep before any
+  directory is made. ``only``: a substring; runs whose name lacks it are left alone.
+  ``compile_cache``: keep compiled programs in ``<root>/.jax_cache``
+  (see :func:`enable_compile_cache`). ``allow_config_change``: see :func:`run_one`."""
   root = pathlib.Path(root)
+  runs = [r for r in expand(spec) if only is None or only in r.name]
+  validate(spec, runs, overrides)
   root.mkdir(parents=True, exist_ok=True)
   if compile_cache:
     enable_compile_cache(root / ".jax_cache")
-  runs = [r for r in expand(spec) if only is None or only in r.name]
   entries = []
   for i, run in enumerate(runs):
     log(f"[sweep {i + 1}/{len(runs)}] {run.name}")
-    entries.append(run_one(spec, root, run, overrides, train_fn, log))
+    entries.append(run_one(spec, root, run, overrides, train_fn, log, allow_config_change))
     summary = {"spec": spec, "cli_overrides": list(overrides), "runs": entries}
     (root / SWEEP_INFO).write_text(json.dumps(summary, indent=2, default=str) + "\n")
   return entries
+
+
+def plan(spec: str, root, overrides=(), only=None, num_devices: int | None = None) -> str:
+  """``--sweep --dry_run``: every run's status and memory plan
+  (``grpo_jax.planning.dry_run``); nothing is trained, allocated or written."""
+  from grpo_jax.planning import dry_run  # noqa: PLC0415
+
+  runs = [r for r in expand(spec) if only is None or only in r.name]
+  configs = validate(spec, runs, overrides)
+  blocks = []
+  for i, run in enumerate(runs):
+    status = run_status(pathlib.Path(root) / run.name)
+    header = f"# run {i + 1}/{len(runs)} {run.name} ({status}): {run.spec(spec)}"
+    blocks.append(header + "\n" + dry_run.report(configs[run.name], num_devices))
+  return "\n\n".join(blocks) + f"\n\n# dry run: {len(runs)} runs planned, none trained"
 
 
 def pod_commands(
@@ -222,12 +288,15 @@ def pod_commands(
   Every host runs the same launcher command with its ``jax.distributed`` settings
   (``--coordinator_address``, ``--num_processes``, ``--process_id``); the runs go one after
   another, each started on all hosts together. ``root`` must be a directory every host shares.
-  Finished runs (``results.json`` visible here) are left out when ``skip_done``.
+  Finished runs (``results.json`` visible here) are left out when ``skip_done``. Every run's
+  config is loaded first (:func:`validate`), so a bad override fails here, not on the pod.
   """
   if num_hosts < 1:
     raise ValueError(f"num_hosts must be >= 1, got {num_hosts}")
+  runs = expand(spec)
+  validate(spec, runs, overrides)
   out = []
-  for run in expand(spec):
+  for run in runs:
     run_dir = pathlib.Path(root) / run.name
     if skip_done and run_status(run_dir) == "done":
       continue
@@ -257,9 +326,11 @@ __all__ = [
   "format_pod_commands",
   "format_value",
   "load_run_config",
+  "plan",
   "pod_commands",
   "run_local",
   "run_name",
   "run_one",
   "run_status",
+  "validate",
 ]

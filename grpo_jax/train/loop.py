@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
+from grpo_jax.config import provenance, resume
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
 from grpo_jax.sampling.policy import Policy, SampleSettings
@@ -141,17 +142,34 @@ def evaluate_run(cfg, workdir: str | pathlib.Path, step: int | None = None, log=
   return results
 
 
-def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = False) -> dict:
+def train(
+  cfg,
+  workdir: str | pathlib.Path,
+  log=print,
+  presample_only: bool = False,
+  allow_config_change: bool = False,
+) -> dict:
   """Runs (or resumes) the experiment ``cfg`` in ``workdir``; returns ``results.json``'s dict.
 
   ``presample_only``: stop once the initial (warm-started) policy has been checkpointed and the
   strategy previews drawn (``launch.py --mode=presample``); a later run resumes from there.
+  A workdir with a checkpoint resumes only under the config it started with (up to the keys of
+  ``grpo_jax.config.resume.RESUMABLE``) unless ``allow_config_change``, which records the change.
   """
   workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  write_json(
-    workdir / "config.json", {"config": cfg.to_dict(), "hash": config_file.content_hash(cfg)}
+  saved = resume.read(workdir)
+  changes = resume.check(
+    saved if resume.has_checkpoint(workdir) else None, cfg.to_dict(), workdir, allow_config_change
   )
+  if changes:
+    log(
+      f"resuming under a changed config (--allow_config_change):\n{resume.format_changes(changes)}"
+    )
+  record = resume.record(
+    saved, cfg.to_dict(), config_file.content_hash(cfg), provenance.collect(), changes
+  )
+  write_json(workdir / resume.CONFIG_JSON, record)
   t_start = time.time()
   s = setup(cfg, log=log)
   mesh, task, rollout, graphdef = s.mesh, s.task, s.rollout, s.graphdef

@@ -98,3 +98,25 @@ def test_hadw_variants_reach_the_config(arg, key, expected):
   cfg = config_file.load(str(ROOT / "configs/quickstart_hadw.py") + ":" + arg)
   group, leaf = key.split(".")
   assert cfg[group][leaf] == expected
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.stem)
+def test_every_config_file_rejects_a_misspelt_argument(path):
+  module = config_file.load_module(str(path))
+  assert isinstance(module.ARGS, tuple)  # every config file declares the arguments it reads
+  with pytest.raises(ValueError, match="unknown config argument 'no_such_arg'") as e:
+    config_file.load(f"{path}:no_such_arg=1")
+  assert f"valid arguments: {sorted(module.ARGS) or 'none'}" in str(e.value)
+
+
+def test_declared_arguments_are_checked_even_if_get_config_ignores_them(tmp_path):
+  path = tmp_path / "lax.py"
+  path.write_text(
+    "from grpo_jax.config import base_config\n"
+    "ARGS = ('steps',)\n"
+    "def get_config(arg=None):\n"
+    "  return base_config()\n"
+  )
+  config_file.load(f"{path}:steps=3")
+  with pytest.raises(ValueError, match="'stpes'; did you mean 'steps'"):
+    config_file.load(f"{path}:stpes=3")
