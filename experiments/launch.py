@@ -9,7 +9,9 @@ workdir; the training command on the same workdir then resumes from there.
 A workdir resumes only under the config it started with (``grpo_jax.config.resume``);
 ``--allow_config_change`` resumes under a changed one and records the change in config.json.
 ``--sweep`` / ``--pod`` load every run's config before starting any; ``--sweep --dry_run``
-prints every run's plan and trains none.
+prints every run's plan and trains none. ``--pod`` prints, per run, one
+``gcloud compute tpus tpu-vm ssh --worker=all`` command that trains it on every host of a TPU
+pod slice (``--distributed_auto``); ``docs/scaling.md`` walks from one host to a pod.
 """
 
 from __future__ import annotations
@@ -51,15 +53,22 @@ def parse_args(argv: list[str]):
   )
   parser.add_argument(
     "--pod",
-    type=int,
-    default=0,
-    metavar="HOSTS",
-    help="with --sweep: print each run's per-host commands for HOSTS hosts",
+    action="store_true",
+    help="print, per sweep member, one `gcloud compute tpus tpu-vm ssh --worker=all` command "
+    "that runs it on every host of a TPU pod slice with --distributed_auto",
   )
   parser.add_argument(
-    "--coordinator",
-    default="HOST0:8476",
-    help="with --pod: jax.distributed coordinator address (host 0:port)",
+    "--tpu_name",
+    default="$TPU_NAME",
+    help="with --pod: the TPU VM name (default: left to the shell as $TPU_NAME)",
+  )
+  parser.add_argument(
+    "--tpu_zone", default="$ZONE", help="with --pod: its zone (default: left as $ZONE)"
+  )
+  parser.add_argument(
+    "--repo_dir",
+    default="grpo_jax",
+    help="with --pod: this checkout's directory on the TPU VMs (relative to the ssh home)",
   )
   parser.add_argument(
     "--dry_run",
@@ -92,6 +101,13 @@ def parse_args(argv: list[str]):
   overrides = [a[len("--config.") :] for a in argv if a.startswith("--config.")]
   rest = [a for a in argv if not a.startswith("--config.")]
   args = parser.parse_args(rest)
+  if args.distributed_auto and (
+    args.coordinator_address or args.num_processes or args.process_id >= 0
+  ):
+    parser.error(
+      "--distributed_auto detects the coordinator, process count and process id itself; "
+      "drop --coordinator_address / --num_processes / --process_id, or drop --distributed_auto"
+    )
   if args.workdir is None:
     args.workdir = str(pathlib.Path("runs") / pathlib.Path(args.config.split(":")[0]).stem)
   return args, overrides
@@ -142,10 +158,15 @@ def main(argv: list[str]) -> int:
 
     try:
       if args.pod:
-        blocks = sweep.pod_commands(
-          args.config, args.workdir, args.pod, args.coordinator, overrides
+        commands = sweep.pod_commands(
+          args.config,
+          args.workdir,
+          overrides,
+          tpu_name=args.tpu_name,
+          zone=args.tpu_zone,
+          repo_dir=args.repo_dir,
         )
-        print(sweep.format_pod_commands(blocks))
+        print(sweep.format_pod_commands(commands))
         return 0
       if args.dry_run:
         print(sweep.plan(args.config, args.workdir, overrides))

@@ -23,8 +23,9 @@ memory plan and trains none.
 (``results.json`` present) is skipped; an unfinished one resumes from its checkpoints (the loop
 does that by itself); a failing run is recorded (``error.txt`` with the traceback) and the sweep
 goes on; an unfinished run resumed under changed overrides fails naming the changed keys
-(``grpo_jax.config.resume``) unless ``allow_config_change``. ``pod_commands`` prints, per run,
-the command every host of a multi-host job runs.
+(``grpo_jax.config.resume``) unless ``allow_config_change``. ``pod_commands`` gives, per run,
+one ``gcloud compute tpus tpu-vm ssh --worker=all`` line that starts it on every host of a TPU
+pod slice with ``--distributed_auto``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import inspect
 import json
 import pathlib
 import re
+import shlex
 import time
 import traceback
 
@@ -274,25 +276,58 @@ def plan(spec: str, root, overrides=(), only=None, num_devices: int | None = Non
   return "\n\n".join(blocks) + f"\n\n# dry run: {len(runs)} runs planned, none trained"
 
 
+@dataclasses.dataclass(frozen=True)
+class PodCommand:
+  """One sweep member on a TPU pod slice: ``argv`` is the launcher command every host runs,
+  ``command`` the shell line that starts it on all of them at once."""
+
+  name: str
+  argv: list[str]
+  command: str
+
+
+SHELL_VARIABLE = re.compile(r"\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\}")
+
+
+def shell_word(text: str) -> str:
+  """``text`` quoted for a POSIX shell; a lone ``$NAME`` / ``${NAME}`` stays a variable that
+  the shell expands (double quotes), so placeholders like ``$TPU_NAME`` are filled in there."""
+  return f'"{text}"' if SHELL_VARIABLE.fullmatch(text) else shlex.quote(text)
+
+
+def member_argv(spec: str, run_dir, run: SweepRun, overrides=(), python: str = "python"):
+  """The launcher argv that trains ``run`` in ``run_dir`` on every host of a TPU pod slice
+  (``--distributed_auto``: JAX detects the slice's hosts, coordinator and process ids)."""
+  flags = [f"--config.{o}" for o in [*overrides, *run.cli_overrides()]]
+  return [
+    python,
+    "experiments/launch.py",
+    "--config",
+    run.spec(spec),
+    "--workdir",
+    str(run_dir),
+    *flags,
+    "--distributed_auto",
+  ]
+
+
 def pod_commands(
   spec: str,
   root,
-  num_hosts: int,
-  coordinator: str,
   overrides=(),
+  tpu_name: str = "$TPU_NAME",
+  zone: str = "$ZONE",
+  repo_dir: str = "grpo_jax",
   python: str = "python",
   skip_done: bool = True,
-) -> list[tuple[str, list[str]]]:
-  """Per run, the ``num_hosts`` commands (host i runs the i-th) of a multi-host job.
-
-  Every host runs the same launcher command with its ``jax.distributed`` settings
-  (``--coordinator_address``, ``--num_processes``, ``--process_id``); the runs go one after
-  another, each started on all hosts together. ``root`` must be a directory every host shares.
-  Finished runs (``results.json`` visible here) are left out when ``skip_done``. Every run's
-  config is loaded first (:func:`validate`), so a bad override fails here, not on the pod.
-  """
-  if num_hosts < 1:
-    raise ValueError(f"num_hosts must be >= 1, got {num_hosts}")
+) -> list[PodCommand]:
+  """Per sweep member (a config without ``sweep`` is one member, ``default``), one
+  ``gcloud compute tpus tpu-vm ssh --worker=all`` line: every host of the slice ``cd``s into
+  ``repo_dir`` (the checkout on each VM) and runs :func:`member_argv` with ``--workdir
+  <root>/<name>``. The members go one after another, each on the whole slice. ``root`` must be
+  a directory every host sees at the same path. Finished members (``results.json`` visible
+  here) are left out when ``skip_done``. Every member's config is loaded first
+  (:func:`validate`), so a bad override fails here, not on the pod."""
   runs = expand(spec)
   validate(spec, runs, overrides)
   out = []
@@ -300,37 +335,44 @@ def pod_commands(
     run_dir = pathlib.Path(root) / run.name
     if skip_done and run_status(run_dir) == "done":
       continue
-    flags = " ".join(f"--config.{o}" for o in [*overrides, *run.cli_overrides()])
-    base = f"{python} experiments/launch.py --config {run.spec(spec)} --workdir {run_dir}"
-    cmds = [
-      f"{base} {flags} --coordinator_address={coordinator} --num_processes={num_hosts} "
-      f"--process_id={i}".replace("  ", " ")
-      for i in range(num_hosts)
-    ]
-    out.append((run.name, cmds))
+    argv = member_argv(spec, run_dir, run, overrides, python)
+    inner = f"cd {shlex.quote(repo_dir)} && {shlex.join(argv)}"
+    command = " ".join(
+      [
+        "gcloud compute tpus tpu-vm ssh",
+        shell_word(tpu_name),
+        "--zone=" + shell_word(zone),
+        "--worker=all",
+        "--command=" + shlex.quote(inner),
+      ]
+    )
+    out.append(PodCommand(run.name, argv, command))
   return out
 
 
-def format_pod_commands(blocks: list[tuple[str, list[str]]]) -> str:
+def format_pod_commands(commands: list[PodCommand]) -> str:
   lines = []
-  for name, cmds in blocks:
-    lines.append(f"# run {name}: start on every host at once")
-    lines.extend(f"host {i}: {cmd}" for i, cmd in enumerate(cmds))
+  for i, cmd in enumerate(commands):
+    lines.append(f"# run {i + 1}/{len(commands)} {cmd.name}: every host of the slice at once")
+    lines.append(cmd.command)
   return "\n".join(lines) if lines else "# every run of this sweep is finished"
 
 
 __all__ = [
+  "PodCommand",
   "SweepRun",
   "enable_compile_cache",
   "expand",
   "format_pod_commands",
   "format_value",
   "load_run_config",
+  "member_argv",
   "plan",
   "pod_commands",
   "run_local",
   "run_name",
   "run_one",
   "run_status",
+  "shell_word",
   "validate",
 ]

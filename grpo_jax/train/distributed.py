@@ -42,10 +42,17 @@ def initialize(
   """Joins the job; returns True when running multi-process, False for a single process.
 
   Arguments win over the environment (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
-  ``JAX_PROCESS_ID``). ``auto``: let JAX detect the cluster (TPU pods, SLURM, Open MPI), with
-  no address needed. With neither, nothing happens (an ordinary one-process run). On CPU the
-  cross-process collectives use gloo.
+  ``JAX_PROCESS_ID``). ``auto``: ``jax.distributed.initialize()`` with no cluster arguments, so
+  JAX detects the cluster (TPU pods, SLURM, Open MPI); giving an address, a process count or a
+  process id with it is an error. With neither, nothing happens (an ordinary one-process run).
+  On CPU the cross-process collectives use gloo.
   """
+  if auto and (coordinator_address or num_processes or process_id >= 0):
+    raise ValueError(
+      "distributed auto-detection takes no coordinator_address / num_processes / process_id "
+      f"(got {coordinator_address!r}, {num_processes}, {process_id}); give either the "
+      "cluster's settings or auto, not both"
+    )
   env = os.environ if env is None else env
   address = coordinator_address or env.get(ENV_ADDRESS, "")
   num = int(num_processes or env.get(ENV_NUM, 0) or 0)
@@ -55,7 +62,7 @@ def initialize(
   # Cross-process collectives between CPU devices (tests, CPU clusters); ignored by TPU/GPU.
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   kwargs = {"heartbeat_timeout_seconds": int(heartbeat_timeout_seconds)}
-  if address:
+  if address and not auto:
     if num < 1 or pid < 0:
       raise ValueError(
         f"coordinator {address} given but num_processes={num}, process_id={pid}; set "

@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
 import sys
@@ -74,18 +75,20 @@ def test_pod_commands_and_dry_run_through_the_launcher(tmp_path):
       "--config",
       "configs/paper_hadw_qwen3_8b.py",
       "--pod",
-      "4",
-      "--coordinator",
-      "10.1.2.3:8476",
+      "--tpu_name",
+      "v5p-64",
       "--workdir",
       str(tmp_path),
     ]
   )
   blocks = [ln for ln in out.splitlines() if ln.startswith("# run ")]
-  assert len(blocks) == 6
-  hosts = [ln for ln in out.splitlines() if ln.startswith("host ")]
-  assert len(hosts) == 24 and hosts[3].endswith("--num_processes=4 --process_id=3")
-  assert "--config configs/paper_hadw_qwen3_8b.py:algo=grpo,hadw=0 " in hosts[0]
+  lines = [ln for ln in out.splitlines() if ln.startswith("gcloud ")]
+  assert len(blocks) == 6 and len(lines) == 6
+  words = shlex.split(lines[0])
+  assert words[5:8] == ["v5p-64", "--zone=$ZONE", "--worker=all"]
+  inner = shlex.split(words[8][len("--command=") :])
+  assert inner[:3] == ["cd", "grpo_jax", "&&"] and inner[-1] == "--distributed_auto"
+  assert inner[5:7] == ["--config", "configs/paper_hadw_qwen3_8b.py:algo=grpo,hadw=0"]
   out = _run(LAUNCH + ["--config", "configs/paper_hadw_qwen3_4b.py", "--dry_run"])
   assert "mesh (data, fsdp, tensor) = (2, 8, 4), 64 devices" in out
   assert "fits in 90% of 95 GiB: True" in out and "peak" in out

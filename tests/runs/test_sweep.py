@@ -3,12 +3,16 @@ commands, with a stand-in train function (the real loop runs in test_sweep_launc
 
 import json
 import pathlib
+import shlex
+import subprocess
 import textwrap
 
 import pytest
 
-from grpo_jax.runs import sweep
 from grpo_jax.config import files as config_file
+from grpo_jax.runs import sweep
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SWEEP_FILE = textwrap.dedent("""
   from grpo_jax.config import base_config
@@ -137,23 +141,72 @@ def test_unfinished_run_with_changed_overrides_is_not_resumed(spec, tmp_path):
   assert out["status"] == "done"
 
 
-def test_pod_commands_give_every_host_its_process_id(spec, tmp_path):
-  root = tmp_path / "sweep"
-  blocks = sweep.pod_commands(spec, root, 4, "10.0.0.2:8476", ["steps=2"])
-  assert len(blocks) == 4 and all(len(cmds) == 4 for _, cmds in blocks)
-  name, cmds = blocks[1]
-  for i, cmd in enumerate(cmds):
-    assert f"--workdir {root / name}" in cmd
-    assert "--config.steps=2 --config.seed=0 --config.advantage.offset_coef=0.0" in cmd
-    assert cmd.endswith(f"--coordinator_address=10.0.0.2:8476 --num_processes=4 --process_id={i}")
-  (root / name).mkdir(parents=True)
-  (root / name / "results.json").write_text("{}")
-  assert [n for n, _ in sweep.pod_commands(spec, root, 2, "h:1")] == [
-    b[0] for b in blocks if b[0] != name
+def _inner_argv(command: str) -> list[str]:
+  """The launcher argv inside a ``gcloud ... --command=...`` line, read as a shell would."""
+  words = shlex.split(command)
+  inner = next(w for w in words if w.startswith("--command="))[len("--command=") :]
+  cd, repo, amp, *argv = shlex.split(inner)
+  assert (cd, amp) == ("cd", "&&")
+  return [repo, *argv]
+
+
+def test_pod_commands_are_one_gcloud_line_per_member_with_auto_detection(spec, tmp_path):
+  root = tmp_path / "pod sweep's runs"  # a space and a quote survive the two levels of quoting
+  commands = sweep.pod_commands(spec, root, ["steps=2"])
+  assert [c.name for c in commands] == [r.name for r in sweep.expand(spec)]
+  launch = config_file.load_module(str(ROOT / "experiments/launch.py"))
+  for cmd, run in zip(commands, sweep.expand(spec), strict=True):
+    words = shlex.split(cmd.command)
+    assert words[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "$TPU_NAME"]
+    assert words[6:8] == ["--zone=$ZONE", "--worker=all"] and len(words) == 9
+    repo, *argv = _inner_argv(cmd.command)
+    assert repo == "grpo_jax" and argv == cmd.argv
+    assert argv[:2] == ["python", "experiments/launch.py"] and argv[-1] == "--distributed_auto"
+    # The launcher reads the member back: its workdir, overrides and auto-detected cluster.
+    args, overrides = launch.parse_args(argv[2:])
+    assert args.workdir == str(root / run.name) and args.distributed_auto and not args.sweep
+    assert overrides == ["steps=2", *run.cli_overrides()]
+    assert args.coordinator_address == "" and args.process_id == -1
+  named = sweep.pod_commands(spec, root, tpu_name="my-v5p", zone="us-east5-a", repo_dir="src/g j")
+  words = shlex.split(named[0].command)
+  assert words[5:7] == ["my-v5p", "--zone=us-east5-a"]
+  assert _inner_argv(named[0].command)[0] == "src/g j"
+  # Finished members are left out of a second printing.
+  done = commands[1].name
+  (root / done).mkdir(parents=True)
+  (root / done / "results.json").write_text("{}")
+  assert [c.name for c in sweep.pod_commands(spec, root)] == [
+    c.name for c in commands if c.name != done
   ]
-  assert "host 3:" in sweep.format_pod_commands(blocks)
-  with pytest.raises(ValueError):
-    sweep.pod_commands(spec, root, 0, "h:1")
+  text = sweep.format_pod_commands(commands)
+  assert text.count("gcloud compute tpus tpu-vm ssh") == 4 and "# run 4/4 " in text
+
+
+def test_pod_command_runs_through_a_real_shell(spec, tmp_path):
+  """bash expands $TPU_NAME / $ZONE and hands the inner command over intact (gcloud, cd and
+  python are shell functions here that print their arguments)."""
+  cmd = sweep.pod_commands(spec, tmp_path / "a b", ["steps=2"])[0]
+  fake = 'gcloud() { printf "%s\\n" "$@"; }; TPU_NAME=v5p-64; ZONE=europe-west4-b; '
+  out = subprocess.run(
+    ["bash", "-c", fake + cmd.command], capture_output=True, text=True, check=True
+  ).stdout
+  lines = out.split("\n")
+  assert lines[:7] == [
+    "compute",
+    "tpus",
+    "tpu-vm",
+    "ssh",
+    "v5p-64",
+    "--zone=europe-west4-b",
+    "--worker=all",
+  ]
+  inner = "\n".join(lines[7:]).rstrip("\n")[len("--command=") :]
+  fake_inner = 'cd() { echo "cd:$1"; }; python() { printf \'%s\\0\' python "$@"; }; '
+  out = subprocess.run(
+    ["bash", "-c", fake_inner + inner], capture_output=True, text=True, check=True
+  ).stdout
+  first, _, rest = out.partition("\n")
+  assert first == "cd:grpo_jax" and rest.split("\0")[:-1] == cmd.argv
 
 
 def test_a_run_may_replace_the_config_argument(tmp_path):
@@ -177,7 +230,5 @@ def test_a_run_may_replace_the_config_argument(tmp_path):
   assert [r.name for r in runs] == ["algo=grpo,hadw.enabled=true", "algo=gspo,hadw.enabled=true"]
   assert sweep.load_run_config(f"{path}:algo=dapo", runs[1]).loss.kind == "gspo"
   assert runs[1].spec(f"{path}:algo=dapo") == f"{path}:algo=gspo"
-  ((_, cmds),) = [
-    b for b in sweep.pod_commands(str(path), tmp_path / "r", 1, "h:1") if "gspo" in b[0]
-  ]
-  assert f"--config {path}:algo=gspo " in cmds[0]
+  (cmd,) = [c for c in sweep.pod_commands(str(path), tmp_path / "r") if "gspo" in c.name]
+  assert cmd.argv[2:4] == ["--config", f"{path}:algo=gspo"]

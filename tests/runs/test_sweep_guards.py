@@ -53,7 +53,7 @@ def test_misspelt_override_fails_once_before_any_run_directory(spec, tmp_path):
   assert "unknown config key 'advantage.offset_coeff'" in str(e.value)
   assert not root.exists()
   with pytest.raises(ValueError, match="advantage.offset_coeff"):
-    sweep.pod_commands(spec, root, 4, "h:1", ["advantage.offset_coeff=1.0"])
+    sweep.pod_commands(spec, root, ["advantage.offset_coeff=1.0"])
 
 
 def test_one_bad_member_stops_the_sweep_naming_it(spec, tmp_path):
@@ -76,7 +76,7 @@ def test_launcher_sweep_and_pod_reject_a_bad_override_with_one_message(
   spec, tmp_path, launch, capsys
 ):
   root = tmp_path / "sweep"
-  for mode in (["--sweep"], ["--sweep", "--pod", "4"], ["--sweep", "--dry_run"]):
+  for mode in (["--sweep"], ["--sweep", "--pod"], ["--sweep", "--dry_run"]):
     argv = ["--config", spec, *mode, "--workdir", str(root), "--config.hadw.lamda_scale=2"]
     assert launch.main(argv) == 2
     err = capsys.readouterr().err
@@ -107,6 +107,35 @@ def test_multihost_flags_reach_a_sweep(spec, tmp_path, launch, monkeypatch):
   flags = ["--coordinator_address=10.0.0.2:8476", "--num_processes=2", "--process_id=1"]
   assert launch.main([*argv, *flags]) == 0
   assert seen["args"] == ("10.0.0.2:8476", 2, 1) and "ran" in seen
+
+
+@pytest.mark.parametrize(
+  "flag", ["--coordinator_address=10.0.0.2:8476", "--num_processes=2", "--process_id=0"]
+)
+def test_distributed_auto_rejects_explicit_cluster_flags(spec, launch, capsys, flag):
+  with pytest.raises(SystemExit) as e:
+    launch.parse_args(["--config", spec, "--distributed_auto", flag])
+  assert e.value.code == 2 and "drop --coordinator_address" in capsys.readouterr().err
+  from grpo_jax.train import distributed
+
+  with pytest.raises(ValueError, match="not both"):
+    distributed.initialize("10.0.0.2:8476", 2, 0, auto=True)
+
+
+def test_distributed_auto_initializes_with_no_cluster_arguments(monkeypatch):
+  import jax
+
+  from grpo_jax.train import distributed
+
+  seen = []
+  monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: seen.append(kw))
+  monkeypatch.setattr(jax.config, "update", lambda *a: None)
+  # The environment's coordinator is not passed on either: auto leaves the cluster to JAX.
+  env = {distributed.ENV_ADDRESS: "10.0.0.2:8476"}
+  distributed.initialize(auto=True, heartbeat_timeout_seconds=7, env=env)
+  assert seen == [{"heartbeat_timeout_seconds": 7}]
+  distributed.initialize(env=env | {distributed.ENV_NUM: "2", distributed.ENV_ID: "1"})
+  assert seen[1]["coordinator_address"] == "10.0.0.2:8476" and seen[1]["process_id"] == 1
 
 
 def _train_writing_config(calls):
