@@ -6,6 +6,9 @@ Re-running the same command on the same workdir resumes from the last checkpoint
 ``--mode=presample`` only warm-starts and draws the strategy previews (METHODS §5) into the
 workdir; the training command on the same workdir then resumes from there.
 ``--mode=export --out DIR [--step N]`` writes the workdir's checkpoint as a Hugging Face directory.
+
+Exit status: 0 done, 2 config error, 75 preempted: SIGTERM (what a preempted TPU VM gets) saved
+the checkpoint of the current step on every host; the same command resumes from it.
 """
 
 from __future__ import annotations
@@ -116,7 +119,13 @@ def main(argv: list[str]) -> int:
       blocks = sweep.pod_commands(args.config, args.workdir, args.pod, args.coordinator, overrides)
       print(sweep.format_pod_commands(blocks))
       return 0
-    entries = sweep.run_local(args.config, args.workdir, overrides)
+    from grpo_jax.train.preemption import EXIT_CODE, Preempted
+
+    try:
+      entries = sweep.run_local(args.config, args.workdir, overrides)
+    except Preempted as e:  # the machine is going away: stop the sweep, rerun resumes it
+      print(e)
+      return EXIT_CODE
     print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
     return int(any(e["status"] == "failed" for e in entries))
   try:
@@ -154,7 +163,13 @@ def main(argv: list[str]) -> int:
     out = train(cfg, args.workdir, presample_only=True)
     print(f"presampled previews: {out['presample']}\nrun directory: {args.workdir}")
     return 0
-  results = train(cfg, args.workdir)
+  from grpo_jax.train.preemption import EXIT_CODE, Preempted
+
+  try:
+    results = train(cfg, args.workdir)
+  except Preempted as e:
+    print(f"{e}\nrun directory: {args.workdir}")
+    return EXIT_CODE
   print(results_table(results))
   print(f"run directory: {args.workdir}")
   return 0

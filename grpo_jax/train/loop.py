@@ -28,6 +28,7 @@ from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
+from grpo_jax.train.preemption import Preempted, PreemptionWatch
 from grpo_jax.train.rollout import OneStageRollout, build_rollout
 from grpo_jax.train.samples import step_samples
 from grpo_jax.train.state import init_state, step_keys
@@ -169,11 +170,13 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
 
   # Restore, or warm start and begin.
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
-  metrics_writer = MetricsWriter(workdir, cfg.logging.tensorboard, enabled=distributed.is_primary())
-  if ckpt.latest_step() is not None:
-    state = ckpt.restore(abstract_like(s.state_shapes, state_shardings))
+  resume_step = ckpt.latest_step()
+  metrics_writer = MetricsWriter(
+    workdir, cfg.logging.tensorboard, enabled=distributed.is_primary(), resume_step=resume_step
+  )
+  if resume_step is not None:
+    state = ckpt.restore(abstract_like(s.state_shapes, state_shardings), resume_step)
     log(f"resumed from checkpoint at step {int(state['step'])}")
-    metrics_writer.truncate_after(int(state["step"]))
   else:
     if cfg.warmstart.enabled:
       params = shard_lib.replicate(params, mesh)
@@ -204,6 +207,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
     total=cfg.steps,
     disable=not cfg.logging.progress,
   )
+  watch = PreemptionWatch()  # SIGTERM: checkpoint this step and stop (grpo_jax.train.preemption)
   try:
     for step in bar:
       t0 = time.time()
@@ -236,11 +240,16 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
         step + 1, step_samples(batch, task, cfg.logging.samples_per_step)
       )
       bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}")
-      if ckpt.due(step + 1, last=step + 1 == cfg.steps):
+      preempted = watch.reached(step + 1, ckpt)  # the same answer on every process
+      if ckpt.due(step + 1, last=step + 1 == cfg.steps) or preempted:
         ckpt.save(step + 1, state)
+      if preempted:
+        log(f"preempted: saving the checkpoint of step {step + 1} and stopping")
+        raise Preempted(step + 1)  # the finally below waits for the save
       if cfg.eval.every_steps and (step + 1) % cfg.eval.every_steps == 0 and step + 1 < cfg.steps:
         run_eval(state["params"], step + 1)  # the final step is evaluated below
   finally:
+    watch.close()
     # Pending saves hold earlier, finite steps: finish them even when a step fails.
     ckpt.close()
     metrics_writer.close()
