@@ -171,8 +171,17 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
   # Restore, or warm start and begin.
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
   resume_step = ckpt.latest_step()
+  tracker = None
+  if cfg.logging.wandb and distributed.is_primary():
+    from grpo_jax.train.wandb_tracker import WandbTracker  # noqa: PLC0415 (optional)
+
+    tracker = WandbTracker(cfg, workdir)
   metrics_writer = MetricsWriter(
-    workdir, cfg.logging.tensorboard, enabled=distributed.is_primary(), resume_step=resume_step
+    workdir,
+    cfg.logging.tensorboard,
+    enabled=distributed.is_primary(),
+    resume_step=resume_step,
+    tracker=tracker,
   )
   if resume_step is not None:
     state = ckpt.restore(abstract_like(s.state_shapes, state_shardings), resume_step)
@@ -190,13 +199,21 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
   if presample_only:
     ckpt.close()
     metrics_writer.close()
+    if tracker is not None:
+      tracker.close()
     return {"presample": presample}
 
   run_eval = _evaluator(cfg, s, workdir)
   primary = lambda results: next(iter(results.values()))  # the first benchmark, for the table
   results = {"num_eval_problems": len(task.eval_problems(cfg.eval.num_problems))}
+
+  def evaluate(params, step: int) -> dict:
+    out = run_eval(params, step)
+    metrics_writer.write_eval(step, out)  # pass@k over steps, to the tracker
+    return out
+
   if cfg.eval.before:
-    results["before"] = primary(run_eval(state["params"], 0))
+    results["before"] = primary(evaluate(state["params"], 0))
 
   # Loop.
   first = int(state["step"])
@@ -247,7 +264,7 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
         log(f"preempted: saving the checkpoint of step {step + 1} and stopping")
         raise Preempted(step + 1)  # the finally below waits for the save
       if cfg.eval.every_steps and (step + 1) % cfg.eval.every_steps == 0 and step + 1 < cfg.steps:
-        run_eval(state["params"], step + 1)  # the final step is evaluated below
+        evaluate(state["params"], step + 1)  # the final step is evaluated below
   finally:
     watch.close()
     # Pending saves hold earlier, finite steps: finish them even when a step fails.
@@ -256,9 +273,11 @@ def train(cfg, workdir: str | pathlib.Path, log=print, presample_only: bool = Fa
     rollout.finish(workdir)  # strategy_previews.json (two-stage)
 
   if cfg.eval.after:
-    results["after"] = primary(run_eval(state["params"], cfg.steps))
+    results["after"] = primary(evaluate(state["params"], cfg.steps))
   results["wall_time_s"] = time.time() - t_start
   write_json(workdir / "results.json", results)
+  if tracker is not None:
+    tracker.close()
   if cfg.logging.plot and distributed.is_primary():
     plots.reward_curve(workdir)
   return results

@@ -37,9 +37,12 @@ class MetricsWriter:
     tensorboard: bool = True,
     enabled: bool = True,
     resume_step: int | None = None,
+    tracker=None,
   ):
-    """``resume_step``: the restored checkpoint's step; lines, TensorBoard events and tracker
-    history of later steps are dropped (the resumed run redoes them)."""
+    """``resume_step``: the restored checkpoint's step; lines and TensorBoard events of later
+    steps are dropped (the resumed run redoes them). ``tracker``: also logs each step's metrics
+    and samples (``grpo_jax.train.wandb_tracker.WandbTracker``; its owner closes it)."""
+    self.tracker = tracker if enabled else None
     self.path = pathlib.Path(workdir) / "metrics.jsonl"
     self.samples_path = pathlib.Path(workdir) / "samples.jsonl"
     self.tb_dir = pathlib.Path(workdir) / "tb"
@@ -80,6 +83,8 @@ class MetricsWriter:
     if self._tb is not None:
       for k, v in metrics.items():
         self._tb.add_scalar(k, v, step)
+    if self.tracker is not None:
+      self.tracker.log(step, metrics)
 
   def write_samples(self, step: int, records: list[dict]) -> None:
     """One JSON line per sampled rollout, and the step's records as TensorBoard text."""
@@ -92,6 +97,14 @@ class MetricsWriter:
       from grpo_jax.train.samples import as_markdown
 
       self._tb.add_text("samples", as_markdown(records), step)
+    if self.tracker is not None:
+      self.tracker.log_samples(step, records)
+
+  def write_eval(self, step: int, results: dict) -> None:
+    """``{benchmark: summary}`` of an evaluation at ``step`` (pass@k over steps) to the tracker;
+    the files under eval/ are written by the evaluation itself."""
+    if self.tracker is not None:
+      self.tracker.log_eval(step, results)
 
   def close(self) -> None:
     if self._tb is not None:
