@@ -25,9 +25,14 @@ class Preempted(Exception):
 
 
 def _sync_manager_running() -> bool:
-  from jax._src import distributed as jax_distributed  # noqa: PLC0415
-
-  return getattr(jax_distributed.global_state, "preemption_sync_manager", None) is not None
+  """Whether ``jax.distributed.initialize`` started the preemption sync manager (it then owns
+  SIGTERM; a Python handler would replace its notifier)."""
+  try:
+    from jax._src import distributed as jax_distributed  # noqa: PLC0415 (no public accessor)
+  except ImportError:
+    return False
+  state = getattr(jax_distributed, "global_state", None)
+  return getattr(state, "preemption_sync_manager", None) is not None
 
 
 class PreemptionWatch:
