@@ -10,6 +10,9 @@ A workdir resumes only under the config it started with (``grpo_jax.config.resum
 ``--allow_config_change`` resumes under a changed one and records the change in config.json.
 ``--sweep`` / ``--pod`` load every run's config before starting any; ``--sweep --dry_run``
 prints every run's plan and trains none.
+
+Exit status: 0 done, 2 config error, 75 preempted: SIGTERM (what a preempted TPU VM gets) saved
+the checkpoint of the current step on every host; the same command resumes from it.
 """
 
 from __future__ import annotations
@@ -154,9 +157,15 @@ def main(argv: list[str]) -> int:
     except (KeyError, ValueError, FileNotFoundError) as e:
       return _config_error(e)
     _initialize(args)  # every host of a multi-host sweep runs this same command
-    entries = sweep.run_local(
-      args.config, args.workdir, overrides, allow_config_change=args.allow_config_change
-    )
+    from grpo_jax.train.preemption import EXIT_CODE, Preempted
+
+    try:
+      entries = sweep.run_local(
+        args.config, args.workdir, overrides, allow_config_change=args.allow_config_change
+      )
+    except Preempted as e:  # the machine is going away: stop the sweep, rerun resumes it
+      print(e)
+      return EXIT_CODE
     print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
     return int(any(e["status"] == "failed" for e in entries))
   try:
@@ -189,11 +198,15 @@ def main(argv: list[str]) -> int:
     print(f"presampled previews: {out['presample']}\nrun directory: {args.workdir}")
     return 0
   from grpo_jax.config.resume import ConfigChanged
+  from grpo_jax.train.preemption import EXIT_CODE, Preempted
 
   try:
     results = train(cfg, args.workdir, allow_config_change=args.allow_config_change)
   except ConfigChanged as e:
     return _config_error(e)
+  except Preempted as e:
+    print(f"{e}\nrun directory: {args.workdir}")
+    return EXIT_CODE
   print(results_table(results))
   print(f"run directory: {args.workdir}")
   return 0
