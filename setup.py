@@ -33,7 +33,9 @@ setup(
         # torch (CPU build) only for tests that compare with transformers; the library never
         # imports it.
         "dev": ["pytest>=8", "pytest-xdist", "hypothesis", "ruff", "nbclient", "ipykernel",
-                "safetensors", "torch==2.13.0", "accelerate"],
+                "safetensors", "torch==2.13.0", "accelerate", "wandb"],
+        # Weights & Biases tracking (logging.wandb)
+        "wandb": ["wandb"],
         # benchmarks against transformers generate / TRL GRPOTrainer (experiments/bench_*.py)
         "bench": ["trl", "torch==2.13.0"],
         "tpu": ["jax[tpu]"],

@@ -12,6 +12,9 @@ A workdir resumes only under the config it started with (``grpo_jax.config.resum
 prints every run's plan and trains none. ``--pod`` prints, per run, one
 ``gcloud compute tpus tpu-vm ssh --worker=all`` command that trains it on every host of a TPU
 pod slice (``--distributed_auto``); ``docs/scaling.md`` walks from one host to a pod.
+
+Exit status: 0 done, 2 config error, 75 preempted: SIGTERM (what a preempted TPU VM gets) saved
+the checkpoint of the current step on every host; the same command resumes from it.
 """
 
 from __future__ import annotations
@@ -175,9 +178,15 @@ def main(argv: list[str]) -> int:
     except (KeyError, ValueError, FileNotFoundError) as e:
       return _config_error(e)
     _initialize(args)  # every host of a multi-host sweep runs this same command
-    entries = sweep.run_local(
-      args.config, args.workdir, overrides, allow_config_change=args.allow_config_change
-    )
+    from grpo_jax.train.preemption import EXIT_CODE, Preempted
+
+    try:
+      entries = sweep.run_local(
+        args.config, args.workdir, overrides, allow_config_change=args.allow_config_change
+      )
+    except Preempted as e:  # the machine is going away: stop the sweep, rerun resumes it
+      print(e)
+      return EXIT_CODE
     print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
     return int(any(e["status"] == "failed" for e in entries))
   try:
@@ -210,11 +219,15 @@ def main(argv: list[str]) -> int:
     print(f"presampled previews: {out['presample']}\nrun directory: {args.workdir}")
     return 0
   from grpo_jax.config.resume import ConfigChanged
+  from grpo_jax.train.preemption import EXIT_CODE, Preempted
 
   try:
     results = train(cfg, args.workdir, allow_config_change=args.allow_config_change)
   except ConfigChanged as e:
     return _config_error(e)
+  except Preempted as e:
+    print(f"{e}\nrun directory: {args.workdir}")
+    return EXIT_CODE
   print(results_table(results))
   print(f"run directory: {args.workdir}")
   return 0

@@ -232,6 +232,12 @@ def base_config() -> ConfigDict:
   c.logging.progress = True
   # Sampled rollouts written per step to samples.jsonl and TensorBoard text (0 = none).
   c.logging.samples_per_step = 4
+  # Weights & Biases (grpo_jax.train.wandb_tracker; pip install grpo_jax[wandb]): step metrics,
+  # eval pass@k, the config and sampled rollouts. mode: online | offline | disabled.
+  c.logging.wandb = False
+  c.logging.wandb_project = "grpo_jax"
+  c.logging.wandb_entity = ""  # "" = the account's default
+  c.logging.wandb_mode = "online"
   return c
 
 

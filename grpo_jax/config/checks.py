@@ -49,6 +49,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
   "loss.kl_estimator": ("k1", "k2", "k3"),
   "mesh.train_rules": ("replicated", "sample", "train"),
   "mesh.sample_rules": ("replicated", "sample", "train"),
+  "logging.wandb_mode": ("disabled", "offline", "online"),
 }
 
 # key -> (module, table) whose names CHOICES mirrors.
@@ -69,6 +70,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "loss.kl_estimator": ("grpo_jax.losses.kl", "KL_ESTIMATORS"),
   "mesh.train_rules": ("grpo_jax.sharding.rules", "PRESETS"),
   "mesh.sample_rules": ("grpo_jax.sharding.rules", "PRESETS"),
+  "logging.wandb_mode": ("grpo_jax.train.wandb_tracker", "MODES"),
 }
 
 

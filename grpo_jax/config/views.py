@@ -247,6 +247,10 @@ class Logging(View):
   plot: bool = spec()
   progress: bool = spec()
   samples_per_step: int = spec(ge=0)
+  wandb: bool = spec()
+  wandb_project: str = spec()
+  wandb_entity: str = spec()
+  wandb_mode: str = spec(choices=True)
 
 
 GROUPS: dict[str, type[View]] = {

@@ -214,10 +214,18 @@ def run_one(
     train_fn(cfg, run_dir, log=_tee(run_dir / LOG, log), **extra)
     return {**entry, "status": "done", "seconds": time.time() - t0}
   except Exception as e:  # noqa: BLE001 (a sweep records any failure and goes on)
+    if _is_preemption(e):
+      raise  # not a failure of the run: the sweep stops, and a rerun resumes it
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / ERROR).write_text(traceback.format_exc())
     log(f"run {run.name} failed: {type(e).__name__}: {e}")
     return {**entry, "status": "failed", "seconds": time.time() - t0, "error": repr(e)}
+
+
+def _is_preemption(e: Exception) -> bool:
+  from grpo_jax.train.preemption import Preempted  # noqa: PLC0415 (jax is loaded by now)
+
+  return isinstance(e, Preempted)
 
 
 def enable_compile_cache(path) -> None:

@@ -30,6 +30,11 @@ class Checkpointer:
     step = self.latest_step() if step is None else step
     return self._mgr.restore(step, args=ocp.args.StandardRestore(abstract_state))
 
+  def reached_preemption(self, step: int) -> bool:
+    """Orbax's preemption sync point (multi-host ``jax.distributed``): True on every process at
+    the same step after a preemption notice; False where the service is not running."""
+    return self._mgr.reached_preemption(step)
+
   def wait(self) -> None:
     self._mgr.wait_until_finished()
 

@@ -29,6 +29,7 @@ from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
+from grpo_jax.train.preemption import Preempted, PreemptionWatch
 from grpo_jax.train.rollout import OneStageRollout, build_rollout
 from grpo_jax.train.samples import step_samples
 from grpo_jax.train.state import init_state, step_keys
@@ -187,11 +188,22 @@ def train(
 
   # Restore, or warm start and begin.
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
-  metrics_writer = MetricsWriter(workdir, cfg.logging.tensorboard, enabled=distributed.is_primary())
-  if ckpt.latest_step() is not None:
-    state = ckpt.restore(abstract_like(s.state_shapes, state_shardings))
+  resume_step = ckpt.latest_step()
+  tracker = None
+  if cfg.logging.wandb and distributed.is_primary():
+    from grpo_jax.train.wandb_tracker import WandbTracker  # noqa: PLC0415 (optional)
+
+    tracker = WandbTracker(cfg, workdir)
+  metrics_writer = MetricsWriter(
+    workdir,
+    cfg.logging.tensorboard,
+    enabled=distributed.is_primary(),
+    resume_step=resume_step,
+    tracker=tracker,
+  )
+  if resume_step is not None:
+    state = ckpt.restore(abstract_like(s.state_shapes, state_shardings), resume_step)
     log(f"resumed from checkpoint at step {int(state['step'])}")
-    metrics_writer.truncate_after(int(state["step"]))
   else:
     if cfg.warmstart.enabled:
       params = shard_lib.replicate(params, mesh)
@@ -205,13 +217,21 @@ def train(
   if presample_only:
     ckpt.close()
     metrics_writer.close()
+    if tracker is not None:
+      tracker.close()
     return {"presample": presample}
 
   run_eval = _evaluator(cfg, s, workdir)
   primary = lambda results: next(iter(results.values()))  # the first benchmark, for the table
   results = {"num_eval_problems": len(task.eval_problems(cfg.eval.num_problems))}
+
+  def evaluate(params, step: int) -> dict:
+    out = run_eval(params, step)
+    metrics_writer.write_eval(step, out)  # pass@k over steps, to the tracker
+    return out
+
   if cfg.eval.before:
-    results["before"] = primary(run_eval(state["params"], 0))
+    results["before"] = primary(evaluate(state["params"], 0))
 
   # Loop.
   first = int(state["step"])
@@ -222,6 +242,7 @@ def train(
     total=cfg.steps,
     disable=not cfg.logging.progress,
   )
+  watch = PreemptionWatch()  # SIGTERM: checkpoint this step and stop (grpo_jax.train.preemption)
   try:
     for step in bar:
       t0 = time.time()
@@ -254,20 +275,27 @@ def train(
         step + 1, step_samples(batch, task, cfg.logging.samples_per_step)
       )
       bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}")
-      if ckpt.due(step + 1, last=step + 1 == cfg.steps):
+      preempted = watch.reached(step + 1, ckpt)  # the same answer on every process
+      if ckpt.due(step + 1, last=step + 1 == cfg.steps) or preempted:
         ckpt.save(step + 1, state)
+      if preempted:
+        log(f"preempted: saving the checkpoint of step {step + 1} and stopping")
+        raise Preempted(step + 1)  # the finally below waits for the save
       if cfg.eval.every_steps and (step + 1) % cfg.eval.every_steps == 0 and step + 1 < cfg.steps:
-        run_eval(state["params"], step + 1)  # the final step is evaluated below
+        evaluate(state["params"], step + 1)  # the final step is evaluated below
   finally:
+    watch.close()
     # Pending saves hold earlier, finite steps: finish them even when a step fails.
     ckpt.close()
     metrics_writer.close()
     rollout.finish(workdir)  # strategy_previews.json (two-stage)
 
   if cfg.eval.after:
-    results["after"] = primary(run_eval(state["params"], cfg.steps))
+    results["after"] = primary(evaluate(state["params"], cfg.steps))
   results["wall_time_s"] = time.time() - t_start
   write_json(workdir / "results.json", results)
+  if tracker is not None:
+    tracker.close()
   if cfg.logging.plot and distributed.is_primary():
     plots.reward_curve(workdir)
   return results

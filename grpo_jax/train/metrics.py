@@ -10,6 +10,8 @@ import pathlib
 import jax
 import numpy as np
 
+from grpo_jax.train import tb_events
+
 
 def to_host(metrics: dict) -> dict[str, float]:
   """Device scalars -> Python floats (one transfer for the whole dict)."""
@@ -29,18 +31,40 @@ def check_finite(step: int, metrics: dict[str, float], keys=("loss/total", "grad
 class MetricsWriter:
   """Appends ``{"step": s, **metrics}`` lines to ``metrics.jsonl`` and mirrors to TensorBoard."""
 
-  def __init__(self, workdir: str | pathlib.Path, tensorboard: bool = True, enabled: bool = True):
+  def __init__(
+    self,
+    workdir: str | pathlib.Path,
+    tensorboard: bool = True,
+    enabled: bool = True,
+    resume_step: int | None = None,
+    tracker=None,
+  ):
+    """``resume_step``: the restored checkpoint's step; lines and TensorBoard events of later
+    steps are dropped (the resumed run redoes them). ``tracker``: also logs each step's metrics
+    and samples (``grpo_jax.train.wandb_tracker.WandbTracker``; its owner closes it)."""
+    self.tracker = tracker if enabled else None
     self.path = pathlib.Path(workdir) / "metrics.jsonl"
     self.samples_path = pathlib.Path(workdir) / "samples.jsonl"
+    self.tb_dir = pathlib.Path(workdir) / "tb"
     self.enabled = enabled
     self._tb = None
+    if enabled and resume_step is not None:
+      self.truncate_after(resume_step)
     if enabled and tensorboard:
       from tensorboardX import SummaryWriter
 
-      self._tb = SummaryWriter(str(pathlib.Path(workdir) / "tb"))
+      # purge_step: TensorBoard itself also hides earlier files' events from this step on.
+      purge = None if resume_step is None else resume_step + 1
+      # The suffix names the first step: a file is never reopened (tensorboardX names files by
+      # the second and host, which a run and its resume could share).
+      suffix = f".from{0 if resume_step is None else resume_step}"
+      self._tb = SummaryWriter(str(self.tb_dir), purge_step=purge, filename_suffix=suffix)
 
   def truncate_after(self, step: int) -> None:
-    """On resume, drops lines of steps after the restored checkpoint (they will be redone)."""
+    """On resume, drops lines and TensorBoard events of steps after the restored checkpoint
+    (they will be redone)."""
+    if self.enabled:
+      tb_events.truncate_after(self.tb_dir, step)
     for path in (self.path, self.samples_path):
       if not (self.enabled and path.exists()):
         continue
@@ -59,6 +83,8 @@ class MetricsWriter:
     if self._tb is not None:
       for k, v in metrics.items():
         self._tb.add_scalar(k, v, step)
+    if self.tracker is not None:
+      self.tracker.log(step, metrics)
 
   def write_samples(self, step: int, records: list[dict]) -> None:
     """One JSON line per sampled rollout, and the step's records as TensorBoard text."""
@@ -71,6 +97,14 @@ class MetricsWriter:
       from grpo_jax.train.samples import as_markdown
 
       self._tb.add_text("samples", as_markdown(records), step)
+    if self.tracker is not None:
+      self.tracker.log_samples(step, records)
+
+  def write_eval(self, step: int, results: dict) -> None:
+    """``{benchmark: summary}`` of an evaluation at ``step`` (pass@k over steps) to the tracker;
+    the files under eval/ are written by the evaluation itself."""
+    if self.tracker is not None:
+      self.tracker.log_eval(step, results)
 
   def close(self) -> None:
     if self._tb is not None:

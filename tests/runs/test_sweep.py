@@ -127,6 +127,24 @@ def test_local_sweep_records_failures_skips_finished_and_retries_failed(spec, tm
   assert train2.calls == [failed.name] and not (failed / "error.txt").exists()
 
 
+def test_a_preempted_run_stops_the_sweep_without_recording_a_failure(spec, tmp_path):
+  from grpo_jax.train.preemption import Preempted
+
+  root = tmp_path / "sweep"
+  calls = []
+
+  def preempted(cfg, run_dir, log=print):
+    calls.append(run_dir.name)
+    raise Preempted(1)
+
+  with pytest.raises(Preempted):
+    sweep.run_local(
+      spec, root, ["steps=2"], train_fn=preempted, log=lambda *a: None, compile_cache=False
+    )
+  assert len(calls) == 1  # the later runs were not started
+  assert sweep.run_status(root / calls[0]) == "partial"  # resumed by the next sweep command
+
+
 def test_unfinished_run_with_changed_overrides_is_not_resumed(spec, tmp_path):
   root = tmp_path / "sweep"
   run = sweep.expand(spec)[0]

@@ -1,0 +1,70 @@
+"""Weights & Biases beside metrics.jsonl and TensorBoard (``logging.wandb``, off by default):
+step metrics, evaluation pass@k over steps, the resolved config and the sampled rollouts (a
+``wandb.Table`` per step). Process 0 logs; a resumed run continues the same W&B run (its id
+is kept in the run directory)."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import uuid
+
+# logging.wandb_mode: wandb.init's modes ('offline' writes under <workdir>/wandb, synced later
+# with ``wandb sync``).
+MODES = ("disabled", "offline", "online")
+ID_FILE = "wandb_id.txt"
+SAMPLE_COLUMNS = ("prompt", "completion", "answer", "reward", "accuracy", "group", "truncated")
+
+
+def _run_id(workdir: pathlib.Path) -> str:
+  path = workdir / ID_FILE
+  if path.exists():
+    return path.read_text().strip()
+  run_id = uuid.uuid4().hex[:12]
+  path.write_text(run_id + "\n")
+  return run_id
+
+
+class WandbTracker:
+  """One W&B run per run directory. ``module``: the ``wandb`` module (a stand-in in tests)."""
+
+  def __init__(self, cfg, workdir: str | pathlib.Path, module=None):
+    if module is None:
+      import wandb as module  # noqa: PLC0415 (optional: the 'wandb' extra)
+    self._wandb = module
+    workdir = pathlib.Path(workdir)
+    lg = cfg.logging
+    self.run = module.init(
+      project=lg.wandb_project,
+      entity=lg.wandb_entity or None,
+      mode=lg.wandb_mode,
+      dir=str(workdir),
+      id=_run_id(workdir),
+      name=workdir.name,
+      resume="allow",
+      config=cfg.to_dict(),
+    )
+
+  def log(self, step: int, metrics: dict[str, float]) -> None:
+    self.run.log(dict(metrics), step=step)
+
+  def log_eval(self, step: int, results: dict) -> None:
+    """``results``: ``{benchmark: summary}``; its finite numbers (pass@k, ...) as
+    ``eval/<benchmark>/<key>``."""
+    row = {
+      f"eval/{name}/{k}": float(v)
+      for name, summary in results.items()
+      for k, v in summary.items()
+      if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
+    if row:
+      self.run.log(row, step=step)
+
+  def log_samples(self, step: int, records: list[dict]) -> None:
+    if records:
+      data = [[r.get(c) for c in SAMPLE_COLUMNS] for r in records]
+      table = self._wandb.Table(columns=list(SAMPLE_COLUMNS), data=data)
+      self.run.log({"samples": table}, step=step)
+
+  def close(self) -> None:
+    self.run.finish()
