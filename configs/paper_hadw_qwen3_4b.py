@@ -4,7 +4,7 @@ paper's ablations (λ sweep, fixed anchors, G = 8 vs 16).
   # one run: GRPO + HA-DW (λ = 1.3, window anchor)
   python experiments/launch.py --config configs/paper_hadw_qwen3_4b.py:algo=grpo,hadw=1 \
       --config.model.hf_path=/ckpt/Qwen3-4B-Base --workdir /shared/runs/hadw4b_grpo
-  # every row of Tables 1, 2, 3 and 7, one run after another (or --pod 16 for per-host commands)
+  # every row of Tables 1, 2, 3 and 7, one run after another (or --pod for one gcloud line per run)
   python experiments/launch.py --config configs/paper_hadw_qwen3_4b.py --sweep \
       --workdir /shared/runs/hadw4b --config.model.hf_path=/ckpt/Qwen3-4B-Base
   python experiments/launch.py --config configs/paper_hadw_qwen3_4b.py --dry_run  # memory

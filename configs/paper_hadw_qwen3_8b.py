@@ -4,8 +4,8 @@
       --config.model.hf_path=/ckpt/Qwen3-8B-Base --workdir /shared/runs/hadw8b_dapo
   python experiments/launch.py --config configs/paper_hadw_qwen3_8b.py --sweep \
       --workdir /shared/runs/hadw8b --config.model.hf_path=/ckpt/Qwen3-8B-Base
-  python experiments/launch.py --config configs/paper_hadw_qwen3_8b.py --pod 16 \
-      --coordinator 10.0.0.2:8476 --workdir /shared/runs/hadw8b
+  python experiments/launch.py --config configs/paper_hadw_qwen3_8b.py --pod \
+      --tpu_name my-v5p-128 --workdir /shared/runs/hadw8b
   python experiments/launch.py --config configs/paper_hadw_qwen3_8b.py --dry_run
 
 Hardware: TPU v5p-128 (64 chips, 95 GiB HBM, 16 hosts), mesh data 2 × fsdp 8 × tensor 4 (the

@@ -2,8 +2,8 @@
 
   python experiments/launch.py --config configs/paper_offsets_olmo3_7b.py --sweep \
       --workdir /shared/runs/offsets_olmo --config.model.hf_path=/ckpt/Olmo-3-1025-7B
-  python experiments/launch.py --config configs/paper_offsets_olmo3_7b.py --pod 32 \
-      --coordinator 10.0.0.2:8476 --workdir /shared/runs/offsets_olmo
+  python experiments/launch.py --config configs/paper_offsets_olmo3_7b.py --pod \
+      --tpu_name my-v5p-256 --workdir /shared/runs/offsets_olmo
   python experiments/launch.py --config configs/paper_offsets_olmo3_7b.py --dry_run
 
 Hardware: TPU v5p-256 (128 chips, 95 GiB HBM, 32 hosts), mesh data 4 × fsdp 8 × tensor 4: OLMo-3-7B

@@ -6,9 +6,9 @@
   # the whole study (anchor, α = ±0.5, shuffle, coefficient sweep), one run after another:
   python experiments/launch.py --config configs/paper_offsets_qwen3_8b.py --sweep \
       --workdir /shared/runs/offsets8b --config.model.hf_path=/ckpt/Qwen3-8B-Base
-  # the same on a 16-host pod: print each run's per-host commands
-  python experiments/launch.py --config configs/paper_offsets_qwen3_8b.py --pod 16 \
-      --coordinator 10.0.0.2:8476 --workdir /shared/runs/offsets8b
+  # the same on a 16-host pod: one `gcloud ... tpu-vm ssh --worker=all` line per run
+  python experiments/launch.py --config configs/paper_offsets_qwen3_8b.py --pod \
+      --tpu_name my-v5p-128 --workdir /shared/runs/offsets8b
   python experiments/launch.py --config configs/paper_offsets_qwen3_8b.py --dry_run  # memory
 
 Hardware: a TPU v5p-128 slice (64 chips, 95 GiB HBM each; 16 hosts), mesh data 2 × fsdp 8 ×
