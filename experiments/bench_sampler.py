@@ -20,7 +20,7 @@ with the cache.
   python experiments/bench_sampler.py --sizes small --batches 64 --reps 5
   python experiments/bench_sampler.py --growth_sizes tiny,small --growth_max 2048
   python experiments/bench_sampler.py --model real --batches 32,64 --new_tokens 64,256 \
-    --growth_sizes '' --bound                              # SmolLM2-135M, ~25 min
+    --growth_sizes '' --bound    # SmolLM2-135M; B 64 T 64 alone ~6 min
 
 Needs torch + transformers (``pip install -e .[bench]``); grpo_jax itself never imports torch.
 """

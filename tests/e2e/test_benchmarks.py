@@ -1,7 +1,8 @@
 """The benchmark scripts run end to end at toy sizes and report what docs/performance.md reads.
 
 Each script runs in a subprocess on the "tiny" checkpoint (written by transformers into a
-temporary ``GRPO_BENCH_DIR``), with its JSON output checked: no recompilation after the first
+temporary ``GRPO_BENCH_DIR``) — the ``--model`` paths on SmolLM2-135M-Instruct cut to 2 layers
+(``real_model.truncated_dir(2)``) — with its JSON output checked: no recompilation after the first
 RL step, every table present, the sampler's tokens counted. No time is
 asserted; TRL is replaced by a stand-in trainer that only calls its step callbacks
 (``STAND_IN_TRL``).
