@@ -9,14 +9,21 @@ The checkpoints are random Qwen3-architecture models written by transformers (to
 
 Their tokenizer is a word-level one over "t0 … t{V-1}" (t0 = pad, t1 = eos), so a prompt of P
 words is exactly P tokens in both worlds.
+
+``--model real`` is SmolLM2-135M-Instruct (``tests/real_model.py``), or any HF directory:
+``model_dir`` finds it, ``register`` adds its shapes to ``SIZES`` (for the FLOP counts and
+bounds) and ``chat_prompts`` gives the arithmetic task's chat prompts
+(``configs/smollm2_arithmetic.py``) as the library's sampler takes them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import platform
+import sys
 import time
 
 import jax
@@ -29,6 +36,61 @@ SIZES = {
 }
 PAD_ID, EOS_ID = 0, 1
 CKPT_ROOT = pathlib.Path(os.environ.get("GRPO_BENCH_DIR", "/tmp/grpo_jax_bench"))
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def model_dir(name: str) -> str:
+  """``real``: SmolLM2-135M-Instruct as a HF directory (built once by ``tests/real_model.py``);
+  ``tiny`` / ``small``: the random checkpoints below; else a HF directory."""
+  if name == "real":
+    sys.path.insert(0, str(ROOT / "tests"))
+    import real_model  # noqa: PLC0415
+
+    return str(real_model.hf_dir())
+  return str(checkpoint(name)) if name in SIZES else name
+
+
+def register(name: str) -> str:
+  """The ``SIZES`` key of ``name`` (``tiny``, ``small``, ``real`` or a HF directory), its shapes
+  read from the directory's ``config.json`` the first time."""
+  if name not in SIZES:
+    c = json.loads((pathlib.Path(model_dir(name)) / "config.json").read_text())
+    assert c.get("head_dim", c["hidden_size"] // c["num_attention_heads"]) == (
+      c["hidden_size"] // c["num_attention_heads"]
+    ), "the FLOP counts assume head_dim = hidden / heads"
+    SIZES[name] = dict(
+      vocab=c["vocab_size"],
+      hidden=c["hidden_size"],
+      layers=c["num_hidden_layers"],
+      heads=c["num_attention_heads"],
+      kv_heads=c["num_key_value_heads"],
+      mlp=c["intermediate_size"],
+    )
+  return name
+
+
+def chat_prompts(name: str, n: int, start: int = 0) -> dict:
+  """The arithmetic task's prompts ``start .. start + n`` on the model ``name``: the chat
+  template around each problem, tokenized by the model's own tokenizer, left-padded to the
+  config's prompt slots (``data.max_prompt_tokens``) as the library's sampler takes them.
+
+  Returns ``prompts_BxP``, ``mask_BxP`` (int32, 1 = token), ``pad_id``, ``texts`` (each
+  prompt's ids decoded back, special tokens kept: the same ids when tokenized without adding
+  any) and ``tokenizer``."""
+  from grpo_jax import data
+  from grpo_jax.config import files as config_file
+
+  cfg = config_file.load(
+    f"{ROOT}/configs/smollm2_arithmetic.py:hf_path={model_dir(name)},warmstart=0",
+    ["strategy.enabled=false", "advantage.baseline=group", "hadw.enabled=false"],
+  )
+  task = data.build_task(cfg)
+  prompts_BxP, mask_BxP = task.encode_prompts(task.train_problems(start, n))
+  tok = task.tokenizer
+  texts = [tok.decode(p[m > 0].tolist()) for p, m in zip(prompts_BxP, mask_BxP)]
+  return dict(
+    prompts_BxP=prompts_BxP, mask_BxP=mask_BxP, pad_id=task.pad_id, texts=texts, tokenizer=tok
+  )
 
 
 def machine() -> dict:

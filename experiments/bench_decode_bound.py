@@ -142,12 +142,21 @@ def update_gemm_chain_s(
 
 
 def sampling_bound(
-  name: str, rows: int, P: int, T: int, read_gb_s: float, ceiling: float, prefill_share: int = 1
+  name: str,
+  rows: int,
+  P: int,
+  T: int,
+  read_gb_s: float,
+  ceiling: float,
+  prefill_share: int = 1,
+  steps: int = 32,
+  reps: int = 5,
 ) -> dict:
   """A sampling run of ``rows`` rows, P prompt and T new tokens, at best: T steps of the GEMM
-  chain, each reading the KV cache at its mean context once, and the prefill at the ceiling
-  (one per ``prefill_share`` rows, as the sampler's ``prompt_share``)."""
-  t = gemm_chain_step_s(name, rows)
+  chain (timed over ``steps`` steps, best of ``reps``), each reading the KV cache at its mean
+  context once, and the prefill at the ceiling (one per ``prefill_share`` rows, as the
+  sampler's ``prompt_share``)."""
+  t = gemm_chain_step_s(name, rows, steps, reps)
   f = bc.flops_of(name)
   mem = step_bytes(name, rows, P + T / 2)
   kv_read_s = mem["kv_mb"] / 1e3 / read_gb_s

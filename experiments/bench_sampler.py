@@ -6,13 +6,21 @@ top-p, no early stop (our eos id is one no token equals; ``generate`` gets ``min
 T``). Each configuration is timed interleaved (HF, ours, HF, ours …), best of ``--reps``, after
 one warm-up call each (``generate``: 4 tokens; our compile is reported separately). Reports
 generated tokens/s (B·T / time) for both, the ratio, and the share of the matmul ceiling
-measured first in the same run. Then the growth table: our time vs T (128 → 1024) at fixed
+measured first in the same run. ``--model real`` (or a HF directory) compares on
+SmolLM2-135M-Instruct instead, with its own tokenizer and the arithmetic task's chat prompts
+(``bench_common.chat_prompts``: left-padded to the config's 80 prompt slots, as the library's
+sampler takes them; ``generate`` gets the same ids and attention mask), at every B of
+``--batches`` and T of ``--new_tokens``; ``--bound`` adds this machine's bound on such a run
+(``bench_decode_bound.sampling_bound``: the model's GEMMs at M = B rows, the KV read, the
+prefill at the ceiling). Then the growth table: our time vs T (128 → 1024) at fixed
 B, and ``generate``'s (``--growth_hf``) — linear in T means the per-token cost does not grow
 with the cache.
 
   python experiments/bench_sampler.py                      # tiny+small, B 16/64, ~4 min
   python experiments/bench_sampler.py --sizes small --batches 64 --reps 5
   python experiments/bench_sampler.py --growth_sizes tiny,small --growth_max 2048
+  python experiments/bench_sampler.py --model real --batches 32,64 --new_tokens 64,256 \
+    --growth_sizes '' --bound    # SmolLM2-135M; B 64 T 64 alone ~6 min
 
 Needs torch + transformers (``pip install -e .[bench]``); grpo_jax itself never imports torch.
 """
@@ -21,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import bench_common as bc
+import bench_decode_bound as bound_lib
 import jax
 import numpy as np
 
@@ -31,10 +41,14 @@ from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
 
 
-def ours_runner(model, prompts_BxP, new_tokens: int, seed: int = 0, **sample_kw):
-  """Rows split over the mesh's devices (one per core with ``--cpu_devices``), params replicated."""
+def ours_runner(
+  model, prompts_BxP, new_tokens: int, seed: int = 0, mask_BxP=None, pad_id=bc.PAD_ID, **sample_kw
+):
+  """Rows split over the mesh's devices (one per core with ``--cpu_devices``), params replicated;
+  ``mask_BxP`` defaults to every slot a token."""
   mesh = bc.mesh()
-  rows = shard_lib.shard_batch({"p": prompts_BxP, "m": np.ones_like(prompts_BxP)}, mesh)
+  mask_BxP = np.ones_like(prompts_BxP) if mask_BxP is None else mask_BxP
+  rows = shard_lib.shard_batch({"p": prompts_BxP, "m": mask_BxP}, mesh)
   prompt_BxP, mask_BxP = rows["p"], rows["m"]
   params = jax.device_put(model.params, shard_lib.replicated(mesh))
   sample = shard_lib.under_mesh(sampling.sample, mesh)
@@ -50,7 +64,7 @@ def ours_runner(model, prompts_BxP, new_tokens: int, seed: int = 0, **sample_kw)
       jax.random.key(seed + calls[0]),
       max_new_tokens=new_tokens,
       eos_id=-1,  # no token equals it: every row runs the full T steps
-      pad_id=bc.PAD_ID,
+      pad_id=pad_id,
       temperature=1.0,
       **sample_kw,
     )
@@ -60,11 +74,11 @@ def ours_runner(model, prompts_BxP, new_tokens: int, seed: int = 0, **sample_kw)
   return run
 
 
-def hf_runner(hf_model, prompts_BxP, new_tokens: int):
+def hf_runner(hf_model, prompts_BxP, new_tokens: int, mask_BxP=None, pad_id=bc.PAD_ID):
   import torch
 
   ids = torch.as_tensor(prompts_BxP, dtype=torch.long)
-  mask = torch.ones_like(ids)
+  mask = torch.ones_like(ids) if mask_BxP is None else torch.as_tensor(mask_BxP, dtype=torch.long)
 
   def run():
     with torch.inference_mode():
@@ -77,7 +91,7 @@ def hf_runner(hf_model, prompts_BxP, new_tokens: int):
         top_p=1.0,
         max_new_tokens=new_tokens,
         min_new_tokens=new_tokens,
-        pad_token_id=bc.PAD_ID,
+        pad_token_id=pad_id,
       )
 
   return run
@@ -91,41 +105,64 @@ def flop_rate(name: str, batch: int, prompt: int, new: int, seconds: float) -> f
   return f.forward(batch * total, batch * new, pairs) / seconds / 1e9
 
 
-def compare(name: str, batches, prompt_len: int, new_tokens: int, reps: int, ceiling: float):
+def compare(
+  name: str, batches, prompt_len: int, news, reps: int, ceiling: float, bound: dict | None = None
+):
+  """Each B of ``batches`` × T of ``news`` on checkpoint ``name``: random prompts of
+  ``prompt_len`` tokens on the toy checkpoints, the chat prompts otherwise. ``bound``: the
+  machine's ``read_gb_s``, to add the bound of each configuration (``sampling_bound``)."""
   import torch
   import transformers
 
-  path = bc.checkpoint(name)
-  ours = models.load_hf(str(path), dtype="float32")
-  hf = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+  name = bc.register(name)
+  path = bc.model_dir(name)
+  ours = models.load_hf(path, dtype="float32")
+  hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
   rows = []
   for B in batches:
-    prompts = bc.random_prompts(B, prompt_len, bc.SIZES[name]["vocab"])
-    run_ours, run_hf = ours_runner(ours, prompts, new_tokens), hf_runner(hf, prompts, new_tokens)
-    t0 = time.perf_counter()
-    out = run_ours()
-    compile_s = time.perf_counter() - t0
-    assert int(np.asarray(out.lengths_N).min()) == new_tokens
-    gen = hf_runner(hf, prompts, 4)()  # warm-up (no compile on the torch side)
-    assert gen.shape == (B, prompt_len + 4), gen.shape
-    t_ours, t_hf = [], []
-    for _ in range(reps):
-      t_hf.append(bc.best_of(run_hf, 1))
-      t_ours.append(bc.best_of(run_ours, 1))
-    toks = B * new_tokens
-    row = {
-      "model": name,
-      "B": B,
-      "T": new_tokens,
-      "hf_tok_s": toks / min(t_hf),
-      "ours_tok_s": toks / min(t_ours),
-      "ratio": min(t_hf) / min(t_ours),
-      "ours_first_call_s": compile_s,
-      "hf_pct_ceiling": 100 * flop_rate(name, B, prompt_len, new_tokens, min(t_hf)) / ceiling,
-      "ours_pct_ceiling": 100 * flop_rate(name, B, prompt_len, new_tokens, min(t_ours)) / ceiling,
-    }
-    print(json.dumps(row), flush=True)
-    rows.append(row)
+    if name in ("tiny", "small"):
+      prompts = bc.random_prompts(B, prompt_len, bc.SIZES[name]["vocab"])
+      kw = {}
+    else:
+      chat = bc.chat_prompts(name, B)
+      prompts, kw = chat["prompts_BxP"], dict(mask_BxP=chat["mask_BxP"], pad_id=chat["pad_id"])
+    P = prompts.shape[1]
+    for T in news:
+      run_ours, run_hf = ours_runner(ours, prompts, T, **kw), hf_runner(hf, prompts, T, **kw)
+      t0 = time.perf_counter()
+      out = run_ours()
+      compile_s = time.perf_counter() - t0
+      assert int(np.asarray(out.lengths_N).min()) == T
+      gen = hf_runner(hf, prompts, 4, **kw)()  # warm-up (no compile on the torch side)
+      assert gen.shape == (B, P + 4), gen.shape
+      t_ours, t_hf = [], []
+      for _ in range(reps):
+        t0 = time.perf_counter()
+        gen = run_hf()
+        t_hf.append(time.perf_counter() - t0)
+        t_ours.append(bc.best_of(run_ours, 1))
+      toks = B * T
+      row = {
+        "model": os.path.basename(name.rstrip("/")),
+        "B": B,
+        "P": P,
+        "T": T,
+        "ours_tokens": int(np.asarray(out.lengths_N).sum()),
+        "hf_tokens": int(gen.shape[0] * (gen.shape[1] - P)),
+        "hf_tok_s": toks / min(t_hf),
+        "ours_tok_s": toks / min(t_ours),
+        "ratio": min(t_hf) / min(t_ours),
+        "ours_first_call_s": compile_s,
+        "hf_pct_ceiling": 100 * flop_rate(name, B, P, T, min(t_hf)) / ceiling,
+        "ours_pct_ceiling": 100 * flop_rate(name, B, P, T, min(t_ours)) / ceiling,
+      }
+      if bound is not None:
+        b = bound_lib.sampling_bound(name, B, P, T, bound["read_gb_s"], ceiling, steps=8, reps=2)
+        row["bound_tok_s"] = toks / b["sampling_bound_s"]
+        row["ours_pct_of_bound"] = 100 * row["ours_tok_s"] / row["bound_tok_s"]
+        row["bound_ratio_vs_hf"] = row["bound_tok_s"] / row["hf_tok_s"]
+      print(json.dumps(row), flush=True)
+      rows.append(row)
   return rows
 
 
@@ -162,10 +199,16 @@ def growth(name: str, batch: int, prompt_len: int, max_new: int, reps: int, with
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--sizes", default="tiny,small")
+  ap.add_argument("--sizes", default="tiny,small", help="toy checkpoints (ignored with --model)")
+  ap.add_argument(
+    "--model", default="", help="real | a HF directory: compare on it, with the chat prompts"
+  )
   ap.add_argument("--batches", default="16,64")
   ap.add_argument("--prompt_len", type=int, default=32)
-  ap.add_argument("--new_tokens", type=int, default=128)
+  ap.add_argument("--new_tokens", default="128", help="T, comma-separated")
+  ap.add_argument(
+    "--bound", action="store_true", help="add each configuration's bound on this machine"
+  )
   ap.add_argument("--reps", type=int, default=2)
   ap.add_argument("--growth_sizes", default="tiny", help="'' to skip the growth table")
   ap.add_argument("--growth_batch", type=int, default=16)
@@ -183,12 +226,16 @@ def main():
   info["torch_threads"] = bc.set_torch_threads(args.torch_threads)
   info["ceiling"] = bc.matmul_ceiling()
   info["torch_matmul_gflops"] = bc.torch_matmul_gflops()
+  if args.bound:
+    info["read_gb_s"] = bound_lib.read_bandwidth_gb_s()
   print(json.dumps(info), flush=True)
   ceiling = info["ceiling"]["gflops"]
   batches = [int(b) for b in args.batches.split(",")]
+  news = [int(t) for t in args.new_tokens.split(",")]
+  bound = info if args.bound else None
   rows = []
-  for name in filter(None, args.sizes.split(",")):
-    rows += compare(name, batches, args.prompt_len, args.new_tokens, args.reps, ceiling)
+  for name in [args.model] if args.model else filter(None, args.sizes.split(",")):
+    rows += compare(name, batches, args.prompt_len, news, args.reps, ceiling, bound)
   grow = []
   for name in filter(None, args.growth_sizes.split(",")):
     reps = max(1, args.reps - 1)
@@ -197,7 +244,8 @@ def main():
   cols = ["model", "B", "T", "hf_tok_s", "ours_tok_s", "ratio", "hf_pct_ceiling"]
   print(f"\nceiling {ceiling:.1f} GFLOP/s (end of run: {info['ceiling_end']['gflops']:.1f})")
   if rows:
-    print(bc.fmt_table(rows, cols + ["ours_pct_ceiling", "ours_first_call_s"]))
+    extra = ["bound_tok_s", "ours_pct_of_bound", "bound_ratio_vs_hf"] if args.bound else []
+    print(bc.fmt_table(rows, cols + ["ours_pct_ceiling", "ours_first_call_s"] + extra))
   if grow:
     print()
     cols = ["model", "B", "T", "seconds", "ms_per_step", "step_cost_vs_T128"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 
@@ -50,35 +51,54 @@ from grpo_jax.train.update import make_update_step, prompt_share
 
 
 def reward_of(text: str) -> float:
-  """Share of completion words "tK" with K even (cheap, deterministic, varies per row)."""
+  """Share of completion words that end in an even digit ("t12" of the toy vocabulary, "48" of
+  the real model's text): cheap, deterministic, varies per row."""
   words = text.split()
-  return sum(int(w[1:]) % 2 == 0 for w in words if w[1:].isdigit()) / max(len(words), 1)
+  return sum(w[-1] in "02468" for w in words) / max(len(words), 1)
+
+
+def prompts_of(name: str, n: int, P: int, seed: int = 0) -> dict:
+  """``n`` prompts for checkpoint ``name``: ``prompts_BxP``, ``mask_BxP``, ``pad_id`` and
+  ``texts`` (what TRL tokenizes back into the same ids). The toy checkpoints: P random tokens
+  (seed ``seed``); any other model: the arithmetic task's chat prompts (``seed`` picks which
+  ``n``), left-padded to its prompt slots."""
+  if name in ("tiny", "small"):
+    prompts_BxP = bc.random_prompts(n, P, bc.SIZES[name]["vocab"], seed)
+    texts = [" ".join(f"t{i}" for i in p) for p in prompts_BxP]
+    return dict(prompts_BxP=prompts_BxP, mask_BxP=np.ones_like(prompts_BxP), pad_id=bc.PAD_ID,
+                texts=texts)  # fmt: skip
+  return bc.chat_prompts(name, n, start=seed * n)
 
 
 class BenchTask:
-  """The task interface ``OneStageRollout`` needs: fixed random prompts, HF-tokenizer decoding, the
-  reward above. ``eos_id = -1``: no sampled token ends a row (no early stop)."""
+  """The task interface ``OneStageRollout`` needs: fixed prompts (``prompts_of``), HF-tokenizer
+  decoding, the reward above. ``eos_id = -1``: no sampled token ends a row (no early stop)."""
 
-  def __init__(self, tokenizer, prompts_BxP: np.ndarray):
-    self.tokenizer, self.prompts_BxP = tokenizer, prompts_BxP
-    self.pad_id, self.eos_id, self.prompt_len = bc.PAD_ID, -1, prompts_BxP.shape[1]
+  def __init__(self, tokenizer, prompts: dict):
+    self.tokenizer, self.prompts_BxP, self.mask_BxP = (
+      tokenizer,
+      prompts["prompts_BxP"],
+      prompts["mask_BxP"],
+    )
+    self.pad_id, self.eos_id, self.prompt_len = prompts["pad_id"], -1, self.prompts_BxP.shape[1]
     self.stop_ids = (self.eos_id,)
 
   def encode_prompts(self, problems):
-    prompts_BxP = self.prompts_BxP[np.asarray(problems)]
-    return prompts_BxP, np.ones_like(prompts_BxP)  # random prompts of full width
+    rows = np.asarray(problems)
+    return self.prompts_BxP[rows], self.mask_BxP[rows]
 
   def decode(self, tokens_NxT, mask_NxT):
     return self.tokenizer.batch_decode(
-      np.where(mask_NxT > 0, tokens_NxT, bc.PAD_ID), skip_special_tokens=True
+      np.where(mask_NxT > 0, tokens_NxT, self.pad_id), skip_special_tokens=True
     )
 
   def rewards(self, problems, completions):
     return [reward_of(c) for c in completions]
 
 
-def bench_config(B: int, G: int, T: int, micro: int = 0):
+def bench_config(B: int, G: int, T: int, micro: int = 0, kl_coef: float = 0.0):
   cfg = config_lib.base_config()
+  cfg.loss.kl_coef = kl_coef  # β of the KL penalty to the initial policy (TRL's ``beta``)
   cfg.sampling.prompts_per_step, cfg.sampling.group_size, cfg.sampling.max_new_tokens = B, G, T
   cfg.loss.micro_batch_size = micro
   cfg.loss.share_prompt = True
@@ -111,10 +131,14 @@ class OursSteps:
   log-prob forward pass and a checkpoint save. ``summary`` takes the best of steps 2 onward
   (step 1 compiles); ``close`` ends the checkpointer."""
 
-  def __init__(self, name: str, B: int, G: int, P: int, T: int, counter, micro: int):
+  def __init__(
+    self, name: str, B: int, G: int, P: int, T: int, counter, micro: int, kl_coef: float = 0.0
+  ):
+    self.hf = hf = models.load_hf(bc.model_dir(name), dtype="float32")
+    prompts = prompts_of(name, B, P)
+    P = prompts["prompts_BxP"].shape[1]  # the chat prompts' slots
     self.name, self.B, self.G, self.P, self.T, self.counter = name, B, G, P, T, counter
-    self.hf = hf = models.load_hf(str(bc.checkpoint(name)), dtype="float32")
-    self.cfg = cfg = bench_config(B, G, T, micro)
+    self.cfg = cfg = bench_config(B, G, T, micro, kl_coef)
     self.mesh = mesh = bc.mesh()
     optimizer = make_optimizer(cfg.optimizer)
     state = init_state(hf.params, optimizer, cfg)
@@ -122,7 +146,7 @@ class OursSteps:
     self.state = jax.device_put(state, shardings)
     self.update = make_update_step(hf.graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
     self.logps_fn = jax.jit(lambda p, t, m: models.token_logps(hf.graphdef, p, t, m))
-    self.task = BenchTask(hf.tokenizer, bc.random_prompts(B, P, bc.SIZES[name]["vocab"]))
+    self.task = BenchTask(hf.tokenizer, prompts)
     self.settings = SampleSettings(max_new_tokens=T)
     self.rollout = OneStageRollout(cfg, self.task)
     self.ckpt = Checkpointer(tempfile.mkdtemp(prefix="bench_ckpt_"), every=1, keep=1)
@@ -139,6 +163,7 @@ class OursSteps:
     t_up = time.perf_counter()
     self.state, metrics = self.update(self.state, batch)
     jax.block_until_ready(metrics)
+    self.kl = float(np.asarray(metrics.get("loss/kl", np.nan)).mean())
     t_up = time.perf_counter() - t_up
     total = time.perf_counter() - t0
     assert batch["completion_mask_NxT"].sum() == B * G * T  # no early stop
@@ -182,7 +207,11 @@ class OursSteps:
     rows_share = rows_per_prompt(self.cfg, N)
     flops = update_flops(self.name, N, self.P, self.T, rows_share)
     return {
-      "model": self.name,
+      "model": os.path.basename(self.name.rstrip("/")),
+      "P": self.P,
+      "T": self.T,
+      "kl_coef": float(self.cfg.loss.kl_coef),
+      "kl_last": self.kl,  # the last update's KL to the reference (0 at β = 0 or unused)
       "step_s": best["total_s"],
       **{k: v for k, v in best.items() if k != "total_s"},
       "compiles_by_step": [s["compiles"] for s in self.per_step],
@@ -199,22 +228,31 @@ def paired_ratios(trl_runs: list[dict]) -> list[float]:
 
 
 def trl(
-  name: str, B: int, G: int, P: int, T: int, steps: int, micro: int = 0, between=None
+  name: str,
+  B: int,
+  G: int,
+  P: int,
+  T: int,
+  steps: int,
+  micro: int = 0,
+  between=None,
+  kl_coef: float = 0.0,
 ) -> dict:
   """TRL ``GRPOTrainer`` on the same checkpoint and work; returns per-step times. ``micro``
   rows per backward pass (0 = all B·G): gradient accumulation over B·G / micro passes, one
   generation of all B·G completions per step, as ours. ``between``: an ``OursSteps``, one of
   whose steps runs after each TRL step (outside TRL's timed interval), so that both sides'
   steps alternate through the same minutes of this shared machine; their totals are returned
-  as ``ours_after``."""
+  as ``ours_after``. ``kl_coef``: TRL's ``beta``."""
   import datasets
   import transformers
   from trl import GRPOConfig, GRPOTrainer
 
-  path = str(bc.checkpoint(name))
+  path = bc.model_dir(name)
   tok = transformers.AutoTokenizer.from_pretrained(path)
-  prompts = bc.random_prompts(B * steps, P, bc.SIZES[name]["vocab"], seed=1)
-  ds = datasets.Dataset.from_dict({"prompt": [" ".join(f"t{i}" for i in p) for p in prompts]})
+  # Plain-text prompts (the chat template already applied to the real model's): TRL tokenizes
+  # them into the same ids as ours.
+  ds = datasets.Dataset.from_dict({"prompt": prompts_of(name, B * steps, P, seed=1)["texts"]})
 
   def reward(completions, **kwargs):
     return [reward_of(c) for c in completions]
@@ -236,6 +274,7 @@ def trl(
     per_device_train_batch_size=rows_per_pass,
     gradient_accumulation_steps=B * G // rows_per_pass,
     num_generations=G,
+    beta=kl_coef,
     max_completion_length=T,
     generation_kwargs={"min_new_tokens": T},  # no early stop, as ours
     temperature=1.0,
@@ -262,6 +301,7 @@ def trl(
   )
   trainer.train()
   print(json.dumps({"model": name, "trl_micro": micro, "trl_step_s": times}), flush=True)
+  assert len(times) == steps, (len(times), steps)
   # No compilation on the torch side: every step counts, the least disturbed one wins.
   out = {"model": name, "trl_micro": micro, "trl_step_s": min(times), "trl_steps": times}
   return {**out, "ours_after": ours_after} if between is not None else out
@@ -269,7 +309,13 @@ def trl(
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--sizes", default="tiny,small")
+  ap.add_argument("--sizes", default="tiny,small", help="toy checkpoints (ignored with --model)")
+  ap.add_argument(
+    "--model", default="", help="real | a HF directory: its tokenizer and the chat prompts"
+  )
+  ap.add_argument(
+    "--kl_coef", type=float, default=0.0, help="β: our loss.kl_coef and TRL's beta (0 = no KL)"
+  )
   ap.add_argument("--prompts", type=int, default=8)
   ap.add_argument("--group", type=int, default=8)
   ap.add_argument("--prompt_len", type=int, default=32)
@@ -312,16 +358,19 @@ def main():
   B, G, P, T = args.prompts, args.group, args.prompt_len, args.new_tokens
   micro, trl_micros = args.micro_batch_size, args.trl_micro_batch_sizes.split(",")
   rows = []
-  for name in filter(None, args.sizes.split(",")):
-    steps = OursSteps(name, B, G, P, T, counter, micro)
+  names = [args.model] if args.model else filter(None, args.sizes.split(","))
+  for name in map(bc.register, names):
+    steps = OursSteps(name, B, G, P, T, counter, micro, args.kl_coef)
     steps()  # compiles
     row = {}
     if args.bound:  # the same step at this machine's bound, measured next (before torch runs)
-      row = bound_lib.rl_step_bound(name, B * G, P, T, micro, info["read_gb_s"], ceiling, G)
+      row = bound_lib.rl_step_bound(name, B * G, steps.P, T, micro, info["read_gb_s"], ceiling, G)
     runs = None
     if args.trl_steps:
       try:
-        runs = [trl(name, B, G, P, T, args.trl_steps, int(m), steps) for m in trl_micros]
+        runs = [
+          trl(name, B, G, P, T, args.trl_steps, int(m), steps, args.kl_coef) for m in trl_micros
+        ]
       except ImportError as e:
         print(f"TRL comparison skipped ({e}); install the bench extra: pip install -e .[bench]")
     for _ in range(args.steps - len(steps.per_step)):  # without TRL (or short of --steps)

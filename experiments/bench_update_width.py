@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import time
 
 import bench_common as bc
@@ -44,17 +43,6 @@ from grpo_jax.train.update import make_update_step
 from grpo_jax.train.warmstart import warm_start
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def model_dir(name: str) -> str:
-  """``real``: SmolLM2-135M-Instruct as a HF directory (built once by ``tests/real_model.py``);
-  ``tiny`` / ``small``: ``bench_common``'s random checkpoints; else a HF directory."""
-  if name == "real":
-    sys.path.insert(0, str(ROOT / "tests"))
-    import real_model  # noqa: PLC0415
-
-    return str(real_model.hf_dir())
-  return str(bc.checkpoint(name)) if name in bc.SIZES else name
 
 
 def bench_config(args, path: str, warmstart_steps: int = 0):
@@ -190,7 +178,7 @@ def main():
   counter = bc.CompileCounter()
   info = bc.machine()
   print(json.dumps(info), flush=True)
-  path = model_dir(args.model)
+  path = bc.model_dir(args.model)
   cfg = bench_config(args, path)
   s = setup(cfg, log=lambda *a: None)
   T = int(cfg.sampling.max_new_tokens)

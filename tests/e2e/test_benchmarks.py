@@ -1,7 +1,8 @@
 """The benchmark scripts run end to end at toy sizes and report what docs/performance.md reads.
 
 Each script runs in a subprocess on the "tiny" checkpoint (written by transformers into a
-temporary ``GRPO_BENCH_DIR``), with its JSON output checked: no recompilation after the first
+temporary ``GRPO_BENCH_DIR``) — the ``--model`` paths on SmolLM2-135M-Instruct cut to 2 layers
+(``real_model.truncated_dir(2)``) — with its JSON output checked: no recompilation after the first
 RL step, every table present, the sampler's tokens counted. No time is
 asserted; TRL is replaced by a stand-in trainer that only calls its step callbacks
 (``STAND_IN_TRL``).
@@ -251,3 +252,51 @@ def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
   skipped = [s["what"] for s in res["skipped"]]
   assert skipped == ["generate", "decode toy-a B=2", "update toy-a", "decode toy-a B=4"]
   assert all(s["reason"].startswith("time") for s in res["skipped"][1:])
+
+
+@pytest.fixture(scope="module")
+def two_layer_dir():
+  """SmolLM2-135M-Instruct cut to 2 layers: its tokenizer, chat template and shapes."""
+  sys.path.insert(0, str(ROOT / "tests"))
+  import real_model  # noqa: PLC0415
+
+  return str(real_model.truncated_dir(2))
+
+
+def test_bench_sampler_real_model_on_chat_prompts(tmp_path, two_layer_dir):
+  """``--model DIR``: the arithmetic task's chat prompts (80 left-padded slots), every row to T,
+  both sides; the bound row beside it."""
+  res = run_bench(
+    "bench_sampler.py",
+    ["--model", two_layer_dir, "--batches", "2", "--new_tokens", "3,4", "--reps", "1",
+     "--growth_sizes", "", "--bound"],
+    tmp_path,
+  )  # fmt: skip
+  rows = res["compare"]
+  assert [(r["B"], r["P"], r["T"]) for r in rows] == [(2, 80, 3), (2, 80, 4)]
+  for row in rows:
+    assert row["ours_tokens"] == row["hf_tokens"] == 2 * row["T"]
+    assert row["ratio"] == pytest.approx(row["ours_tok_s"] / row["hf_tok_s"])
+    assert 0 < row["bound_tok_s"] < float("inf")
+    assert row["ours_pct_of_bound"] == pytest.approx(100 * row["ours_tok_s"] / row["bound_tok_s"])
+  assert res["machine"]["read_gb_s"] > 0
+
+
+def test_bench_step_real_model_with_kl(tmp_path, two_layer_dir):
+  """``--model DIR --kl_coef 0.04``: our step on the chat prompts with a reference model, one
+  (stand-in) TRL step after it, and no recompilation."""
+  res = run_bench(
+    "bench_step.py",
+    ["--model", two_layer_dir, "--prompts", "2", "--group", "2", "--new_tokens", "4",
+     "--steps", "2", "--trl_steps", "1", "--trl_micro_batch_sizes", "0",
+     "--micro_batch_size", "2", "--kl_coef", "0.04"],
+    tmp_path,
+    stand_in_trl=True,
+  )  # fmt: skip
+  (row,) = res["step"]
+  assert row["compiles_by_step"][0] > 0 and row["compiles_by_step"][1:] == [0]
+  assert row["kl_coef"] == 0.04 and row["P"] == 80
+  for key in ("step_s", "sampling_s", "update_s", "trl_step_s"):
+    assert row[key] > 0, key
+  assert 0 < row["ratio_vs_trl"] < float("inf") and np.isfinite(row["kl_last"])
+  assert row["ratio_vs_trl"] == pytest.approx(row["trl_step_s"] / row["step_s"])
