@@ -49,6 +49,12 @@ def _metric_steps(workdir: pathlib.Path) -> list[int]:
 
 
 @pytest.mark.slow
+def _launch(workdir: pathlib.Path, env: dict) -> subprocess.CompletedProcess:
+  """The launcher on ``workdir`` to the end, its output captured."""
+  cmd = LAUNCH + ["--workdir", str(workdir)] + OVERRIDES
+  return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
 def test_sigterm_checkpoints_the_current_step_and_resumes_bit_exact(tmp_path, launcher_env):
   run = tmp_path / "preempted"
   proc = subprocess.Popen(
@@ -73,25 +79,13 @@ def test_sigterm_checkpoints_the_current_step_and_resumes_bit_exact(tmp_path, la
   assert _steps(run) == [0, stopped]  # the checkpoint of the step it stopped at
   assert not (run / "results.json").exists()
 
-  resumed = subprocess.run(
-    LAUNCH + ["--workdir", str(run)] + OVERRIDES,
-    env=launcher_env(),
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
+  resumed = _launch(run, launcher_env())
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"resumed from checkpoint at step {stopped}" in resumed.stdout
   assert _metric_steps(run) == list(range(1, 9))
 
   straight = tmp_path / "straight"
-  proc = subprocess.run(
-    LAUNCH + ["--workdir", str(straight)] + OVERRIDES,
-    env=launcher_env(),
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
+  proc = _launch(straight, launcher_env())
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert _steps(run)[-1] == _steps(straight)[-1] == 8
   for a, b in zip(jax.tree.leaves(_params(run, 8)), jax.tree.leaves(_params(straight, 8))):
