@@ -24,6 +24,8 @@ setup(
         "latex2sympy2_extended==1.11.0",
         "antlr4-python3-runtime==4.13.2",
         "tensorboardX",
+        # run-directory paths on any file system orbax reads (local, gs://)
+        "etils[epath]",
         "tqdm",
         "matplotlib",
         # GGUF checkpoints (models.load_gguf) are read and dequantised in numpy
@@ -33,12 +35,16 @@ setup(
         # torch (CPU build) only for tests that compare with transformers; the library never
         # imports it.
         "dev": ["pytest>=8", "pytest-xdist", "hypothesis", "ruff", "nbclient", "ipykernel",
-                "safetensors", "torch==2.13.0", "accelerate", "wandb"],
+                "safetensors", "torch==2.13.0", "accelerate", "wandb", "gcsfs",
+                "google-cloud-storage", "gcp-storage-emulator"],
+        # run directories on gs:// (etils.epath through gcsfs; TensorBoard through
+        # google-cloud-storage); orbax checkpoints reach GCS through tensorstore on their own
+        "gcs": ["gcsfs", "google-cloud-storage"],
         # Weights & Biases tracking (logging.wandb)
         "wandb": ["wandb"],
         # benchmarks against transformers generate / TRL GRPOTrainer (experiments/bench_*.py)
         "bench": ["trl", "torch==2.13.0"],
-        "tpu": ["jax[tpu]"],
+        "tpu": ["jax[tpu]", "gcsfs", "google-cloud-storage"],
         "gpu": ["jax[cuda12]"],
     },
 )

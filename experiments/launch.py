@@ -20,6 +20,7 @@ the checkpoint of the current step on every host; the same command resumes from 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
 
@@ -211,7 +212,7 @@ def main(argv: list[str]) -> int:
   if args.mode == "export":
     from grpo_jax.train.export import export_run
 
-    export_run(cfg, args.workdir, args.out or str(pathlib.Path(args.workdir) / "hf"), args.step)
+    export_run(cfg, args.workdir, args.out or os.path.join(args.workdir, "hf"), args.step)
     return 0
   if args.mode == "presample":
     allow = args.allow_config_change

@@ -287,3 +287,13 @@ def tiny_sweep(launcher_env, tmp_path_factory):
   )
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
   return root, proc.stdout
+
+
+@pytest.fixture(scope="session")
+def gcs():
+  """A GCS server on 127.0.0.1 for this test process (``tests/gcs_emulator.py``): the client
+  environment (``dict``) that points gcsfs, google-cloud-storage and tensorstore at it."""
+  import gcs_emulator
+
+  with gcs_emulator.emulator() as env:
+    yield env

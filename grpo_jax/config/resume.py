@@ -30,7 +30,8 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import pathlib
+
+from etils import epath
 
 CONFIG_JSON = "config.json"
 
@@ -99,12 +100,12 @@ def format_changes(changes: dict) -> str:
 
 def has_checkpoint(workdir) -> bool:
   """True if ``workdir/checkpoints`` holds a step (orbax names step directories by number)."""
-  ckpts = pathlib.Path(workdir) / "checkpoints"
+  ckpts = epath.Path(workdir) / "checkpoints"
   return ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir())
 
 
 def read(workdir) -> dict | None:
-  path = pathlib.Path(workdir) / CONFIG_JSON
+  path = epath.Path(workdir) / CONFIG_JSON
   return json.loads(path.read_text()) if path.exists() else None
 
 

@@ -8,11 +8,12 @@ when the problems carry a difficulty level (``meta.level``, e.g. MATH500), the s
 from __future__ import annotations
 
 import json
-import pathlib
 
 import numpy as np
+from etils import epath
 
 from grpo_jax.eval import passk
+from grpo_jax.runs import paths
 
 SUMMARY_KEYS = ("pass@1", "pass@8", "pass@16", "maj@8", "maj@16", "len_mean", "truncated_frac")
 
@@ -46,11 +47,11 @@ def result_name(benchmark: str, eval_cfg) -> str:
   return benchmark + tag
 
 
-def result_path(workdir: str | pathlib.Path, benchmark: str, step: int) -> pathlib.Path:
-  return pathlib.Path(workdir) / "eval" / f"{benchmark}_step{step}.json"
+def result_path(workdir: paths.PathLike, benchmark: str, step: int) -> epath.Path:
+  return epath.Path(workdir) / "eval" / f"{benchmark}_step{step}.json"
 
 
-def write_result(workdir, benchmark: str, step: int, result: dict) -> pathlib.Path:
+def write_result(workdir, benchmark: str, step: int, result: dict) -> epath.Path:
   path = result_path(workdir, benchmark, step)
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(
@@ -64,7 +65,7 @@ def write_result(workdir, benchmark: str, step: int, result: dict) -> pathlib.Pa
 
 
 def read_results(workdir) -> list[dict]:
-  folder = pathlib.Path(workdir) / "eval"
+  folder = epath.Path(workdir) / "eval"
   if not folder.exists():
     return []
   out = []
@@ -98,7 +99,7 @@ def summary_table(results: list[dict]) -> str:
   return "\n".join(lines)
 
 
-def write_summary(workdir) -> pathlib.Path:
-  path = pathlib.Path(workdir) / "eval" / "summary.md"
+def write_summary(workdir) -> epath.Path:
+  path = epath.Path(workdir) / "eval" / "summary.md"
   path.write_text(summary_table(read_results(workdir)) + "\n")
   return path

@@ -17,9 +17,10 @@ import csv
 import io
 import json
 import math
-import pathlib
+
 
 import numpy as np
+from etils import epath
 
 from grpo_jax.config import files as config_file
 from grpo_jax.runs.sweep import ERROR, RESULTS, RUN_INFO, SWEEP_INFO
@@ -29,11 +30,11 @@ SEED = "seed"
 MD_METRICS = ("final/reward/mean", "after/pass@1", "after/pass@8")
 
 
-def _read_json(path: pathlib.Path):
+def _read_json(path: epath.Path):
   return json.loads(path.read_text()) if path.exists() else None
 
 
-def _read_metrics(run_dir: pathlib.Path) -> list[dict]:
+def _read_metrics(run_dir: epath.Path) -> list[dict]:
   path = run_dir / "metrics.jsonl"
   if not path.exists():
     return []
@@ -63,7 +64,7 @@ def _eval_columns(prefix: str, result: dict | None) -> dict[str, float]:
   return out
 
 
-def _after_eval(run_dir: pathlib.Path, results: dict | None) -> dict | None:
+def _after_eval(run_dir: epath.Path, results: dict | None) -> dict | None:
   if results and "after" in results:
     return results["after"]
   evals = sorted(
@@ -75,7 +76,7 @@ def _after_eval(run_dir: pathlib.Path, results: dict | None) -> dict | None:
 
 def load_run(run_dir, last_k: int = 10) -> dict:
   """One flat row for the run in ``run_dir`` (see the module docstring for the columns)."""
-  run_dir = pathlib.Path(run_dir)
+  run_dir = epath.Path(run_dir)
   info = _read_json(run_dir / RUN_INFO) or {}
   results = _read_json(run_dir / RESULTS)
   metrics = _read_metrics(run_dir)
@@ -97,7 +98,7 @@ def load_run(run_dir, last_k: int = 10) -> dict:
 
 def collect(root, last_k: int = 10) -> list[dict]:
   """Rows for every run directory under ``root`` (sorted by name); ``root`` itself if it is one."""
-  root = pathlib.Path(root)
+  root = epath.Path(root)
   if (root / "config.json").exists():
     return [load_run(root, last_k)]
   dirs = sorted(p for p in root.iterdir() if (p / "config.json").exists() or (p / ERROR).exists())
@@ -205,8 +206,8 @@ def to_csv(rows: list[dict], path=None) -> str:
   writer.writeheader()
   writer.writerows(rows)
   if path is not None:
-    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pathlib.Path(path).write_text(buf.getvalue())
+    epath.Path(path).parent.mkdir(parents=True, exist_ok=True)
+    epath.Path(path).write_text(buf.getvalue())
   return buf.getvalue()
 
 

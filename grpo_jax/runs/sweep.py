@@ -39,8 +39,11 @@ import shlex
 import time
 import traceback
 
+from etils import epath
+
 from grpo_jax.config import files as config_file
 from grpo_jax.config import resume
+from grpo_jax.runs import paths
 
 RESULTS, ERROR, RUN_INFO, SWEEP_INFO, LOG = (
   "results.json",
@@ -121,9 +124,9 @@ def load_run_config(spec: str, run: SweepRun, overrides=()):
   return config_file.load(run.spec(spec), [*overrides, *run.cli_overrides()])
 
 
-def run_status(run_dir: str | pathlib.Path) -> str:
+def run_status(run_dir: paths.PathLike) -> str:
   """``done`` (results.json), ``failed`` (error.txt), ``partial`` (started) or ``new``."""
-  run_dir = pathlib.Path(run_dir)
+  run_dir = epath.Path(run_dir)
   if (run_dir / RESULTS).exists():
     return "done"
   if (run_dir / ERROR).exists():
@@ -133,17 +136,16 @@ def run_status(run_dir: str | pathlib.Path) -> str:
   return "new"
 
 
-def _tee(path: pathlib.Path, log):
+def _tee(path: epath.Path, log):
   def write(*parts):
     text = " ".join(str(p) for p in parts)
-    with path.open("a") as f:
-      f.write(text + "\n")
+    paths.append_text(path, text + "\n")
     log(text)
 
   return write
 
 
-def _check_same_config(run_dir: pathlib.Path, cfg, allow_change: bool = False) -> None:
+def _check_same_config(run_dir: epath.Path, cfg, allow_change: bool = False) -> None:
   """An unfinished run resumes only under the config it started with: a changed key (other
   than ``grpo_jax.config.resume.RESUMABLE``) is an error naming it, unless ``allow_change``."""
   info_path = run_dir / RUN_INFO
@@ -189,7 +191,7 @@ def run_one(
 
   ``allow_config_change``: resume an unfinished run under a changed config (recorded in its
   ``config.json``) instead of failing it."""
-  run_dir = pathlib.Path(root) / run.name
+  run_dir = epath.Path(root) / run.name
   entry = {"name": run.name, "overrides": run.overrides}
   if run_status(run_dir) == "done":
     return {**entry, "status": "skipped"}
@@ -207,7 +209,7 @@ def run_one(
       "cli_overrides": list(overrides),
       "hash": config_file.content_hash(cfg),
     }
-    (run_dir / RUN_INFO).write_text(json.dumps(info, indent=2, default=str) + "\n")
+    paths.write_text(run_dir / RUN_INFO, json.dumps(info, indent=2, default=str) + "\n")
     if train_fn is None:
       from grpo_jax.train import train as train_fn  # noqa: PLC0415 (the loop is heavy)
     extra = {"allow_config_change": True} if allow_config_change else {}
@@ -254,7 +256,7 @@ def run_local(
   directory is made. ``only``: a substring; runs whose name lacks it are left alone.
   ``compile_cache``: keep compiled programs in ``<root>/.jax_cache``
   (see :func:`enable_compile_cache`). ``allow_config_change``: see :func:`run_one`."""
-  root = pathlib.Path(root)
+  root = epath.Path(root)
   runs = [r for r in expand(spec) if only is None or only in r.name]
   validate(spec, runs, overrides)
   root.mkdir(parents=True, exist_ok=True)
@@ -265,7 +267,7 @@ def run_local(
     log(f"[sweep {i + 1}/{len(runs)}] {run.name}")
     entries.append(run_one(spec, root, run, overrides, train_fn, log, allow_config_change))
     summary = {"spec": spec, "cli_overrides": list(overrides), "runs": entries}
-    (root / SWEEP_INFO).write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    paths.write_text(root / SWEEP_INFO, json.dumps(summary, indent=2, default=str) + "\n")
   return entries
 
 
@@ -278,7 +280,7 @@ def plan(spec: str, root, overrides=(), only=None, num_devices: int | None = Non
   configs = validate(spec, runs, overrides)
   blocks = []
   for i, run in enumerate(runs):
-    status = run_status(pathlib.Path(root) / run.name)
+    status = run_status(epath.Path(root) / run.name)
     header = f"# run {i + 1}/{len(runs)} {run.name} ({status}): {run.spec(spec)}"
     blocks.append(header + "\n" + dry_run.report(configs[run.name], num_devices))
   return "\n\n".join(blocks) + f"\n\n# dry run: {len(runs)} runs planned, none trained"
@@ -340,7 +342,7 @@ def pod_commands(
   validate(spec, runs, overrides)
   out = []
   for run in runs:
-    run_dir = pathlib.Path(root) / run.name
+    run_dir = epath.Path(root) / run.name
     if skip_done and run_status(run_dir) == "done":
       continue
     argv = member_argv(spec, run_dir, run, overrides, python)

@@ -1,9 +1,10 @@
 """Presampled strategy previews (METHODS §5, ``strategy.source = 'presampled'``): drawn once by
 the initial policy for the training prompts and stored with them as a ``datasets`` dataset.
 
-Layout of ``path``: ``parts/00000 ...`` (one dataset per chunk of prompts, written atomically, so
-an interrupted run resumes at the first missing chunk), then ``data/`` (the concatenation) and
-``meta.json`` (written last: its presence marks a complete file). Chunk i uses the key
+Layout of ``path`` (a local folder or a URI such as ``gs://``): ``parts/00000 ...`` (one dataset
+per chunk of prompts, complete once its ``done`` marker is written, so an interrupted run resumes
+at the first missing chunk), then ``data/`` (the concatenation) and ``meta.json`` (written last:
+its presence marks a complete file). Chunk i uses the key
 ``fold_in(presample_key(seed), i)``, so the file is a pure function of (seed, policy, settings)
 whether or not it was interrupted.
 
@@ -16,17 +17,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
-import shutil
 
 import datasets
 import jax
 import numpy as np
+from etils import epath
 from tqdm.auto import tqdm
 
+from grpo_jax.runs import paths
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.strategy.previews import PreviewSpec, draw_previews, make_context
 
+DONE = "done"  # marker file of a complete part
 COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")
 
 
@@ -89,9 +91,9 @@ def _chunk_rows(task, start: int, previews: dict, problems, spec: PreviewSpec) -
 
 def write_presample(
   path, policy: Policy, task, spec: PreviewSpec, plan: PresamplePlan, log=print
-) -> pathlib.Path:
+) -> epath.Path:
   """Draws K previews with ``policy`` (the initial one) for the prompts of ``plan``."""
-  path, chunk, seed = pathlib.Path(path), plan.chunk, plan.seed
+  path, chunk, seed = epath.Path(path), plan.chunk, plan.seed
   num_prompts, progress = plan.num_prompts, plan.progress
   num_chunks = -(-num_prompts // chunk)
   meta = _meta(spec, num_chunks * chunk, chunk, seed)
@@ -100,7 +102,7 @@ def write_presample(
     return path
   parts = path / "parts"
   parts.mkdir(parents=True, exist_ok=True)
-  done = sum((parts / f"{i:05d}").is_dir() for i in range(num_chunks))
+  done = sum((parts / f"{i:05d}" / DONE).exists() for i in range(num_chunks))
   if done:
     log(f"presample: resuming at chunk {done}/{num_chunks} in {path}")
   key = presample_key(seed)
@@ -108,8 +110,8 @@ def write_presample(
   datasets.disable_progress_bars()  # one bar over chunks, not one per saved part
   try:
     for i in tqdm(range(num_chunks), desc="presample", disable=not progress):
-      final = parts / f"{i:05d}"
-      if final.is_dir():
+      part = parts / f"{i:05d}"
+      if (part / DONE).exists():
         continue
       problems = task.train_problems(i * chunk, chunk)
       context_BxC, mask_BxC = make_context(*task.encode_prompts(problems), spec)
@@ -117,20 +119,21 @@ def write_presample(
         policy, context_BxC, mask_BxC, jax.random.fold_in(key, i), spec, task.decode
       )
       rows = _chunk_rows(task, i * chunk, previews, problems, spec)
-      tmp = parts / f"{i:05d}.tmp"
-      shutil.rmtree(tmp, ignore_errors=True)
-      datasets.Dataset.from_dict(rows).save_to_disk(str(tmp))
-      tmp.rename(final)
+      if part.exists():  # cut short by a kill
+        part.rmtree()
+      datasets.Dataset.from_dict(rows).save_to_disk(str(part))
+      (part / DONE).write_text("")
     merged = datasets.concatenate_datasets(
       [datasets.load_from_disk(str(parts / f"{i:05d}")) for i in range(num_chunks)]
     )
-    shutil.rmtree(path / "data", ignore_errors=True)
+    if (path / "data").exists():
+      (path / "data").rmtree()
     merged.save_to_disk(str(path / "data"))
   finally:
     if was_enabled:
       datasets.enable_progress_bars()
-  (path / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-  shutil.rmtree(parts)
+  paths.write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
+  parts.rmtree()
   log(f"presample: {meta['num_prompts']} prompts × {spec.num_previews} previews -> {path}")
   return path
 
@@ -179,7 +182,7 @@ class PresampledPreviews:
 
 def load_presample(path, spec: PreviewSpec, num_prompts: int) -> PresampledPreviews:
   """Opens and validates a presample file for a run that needs ``num_prompts`` prompts."""
-  path = pathlib.Path(path)
+  path = epath.Path(path)
   if not (path / "meta.json").exists():
     raise PresampleError(
       f"no complete presample at {path} (meta.json missing); run "

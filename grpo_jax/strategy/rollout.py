@@ -15,10 +15,9 @@ Registered as ``"two_stage"`` in ``grpo_jax.train.rollout.ROLLOUTS``.
 
 from __future__ import annotations
 
-import pathlib
-
 import jax
 import numpy as np
+from etils import epath
 
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.strategy import layout
@@ -71,7 +70,7 @@ class TwoStageRollout:
     from grpo_jax import sharding as shard_lib  # noqa: PLC0415
 
     s, B = self.cfg.strategy, self.cfg.sampling.prompts_per_step
-    path = pathlib.Path(s.presample_path or pathlib.Path(workdir) / "presample")
+    path = epath.Path(s.presample_path or epath.Path(workdir) / "presample")
     num = presample_budget(self.cfg, shard_lib.batch_size_multiple(policy.mesh))
     if not (path / "meta.json").exists():
       if step > 0:
@@ -169,7 +168,7 @@ class TwoStageRollout:
 
   def finish(self, workdir) -> None:
     """Writes ``strategy_previews.json``: success rate per (normalised) preview."""
-    self.stats.write(pathlib.Path(workdir) / "strategy_previews.json")
+    self.stats.write(epath.Path(workdir) / "strategy_previews.json")
 
 
 __all__ = ["TwoStageRollout", "presample_budget"]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-import pathlib
 from collections import defaultdict
+
+from etils import epath
 
 from grpo_jax.strategy.layout import normalize_preview
 
@@ -27,7 +28,7 @@ class PreviewStats:
     return [{"preview": p, "rollouts": n, "success_rate": s / n} for p, (n, s) in rows]
 
   def write(self, path) -> None:
-    path = pathlib.Path(path)
+    path = epath.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(self.table(), indent=2) + "\n")
 

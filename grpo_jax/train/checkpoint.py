@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import pathlib
-
 import jax
 import orbax.checkpoint as ocp
+
+from grpo_jax.runs import paths
 
 
 class Checkpointer:
   """Saves every ``every`` steps, keeps the last ``keep``; restores into given shardings."""
 
-  def __init__(self, directory: str | pathlib.Path, every: int, keep: int):
+  def __init__(self, directory: paths.PathLike, every: int, keep: int):
     self.every = every
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
-    self._mgr = ocp.CheckpointManager(pathlib.Path(directory).absolute(), options=options)
+    self._mgr = ocp.CheckpointManager(paths.absolute(directory), options=options)
 
   def latest_step(self) -> int | None:
     return self._mgr.latest_step()

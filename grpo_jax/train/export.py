@@ -8,11 +8,15 @@ directory when it has one, else built from the tokenizer's special tokens).
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 
+from etils import epath
+
 from grpo_jax import models
 from grpo_jax.models import build, gguf_io, hf_config, hf_io
+from grpo_jax.runs import paths
 from grpo_jax.train import distributed
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 
@@ -48,13 +52,16 @@ def _generation_config(cfg, tokenizer, out: pathlib.Path) -> None:
 
 
 def export_run(
-  cfg, workdir: str | pathlib.Path, out: str | pathlib.Path, step: int | None = None, log=print
+  cfg, workdir: str | os.PathLike, out: str | pathlib.Path, step: int | None = None, log=print
 ) -> pathlib.Path:
   """Writes the checkpoint of run directory ``workdir`` (step ``step``, default the latest) as a
-  Hugging Face directory ``out``; returns ``out``."""
+  Hugging Face directory ``out`` (a local folder; the run directory may be a URI such as
+  ``gs://``); returns ``out``."""
   from grpo_jax.train.loop import setup
 
-  workdir, out = pathlib.Path(workdir), pathlib.Path(out)
+  if paths.is_uri(out):
+    raise ValueError(f"export writes a local Hugging Face directory (--out); got {out}")
+  workdir, out = epath.Path(workdir), pathlib.Path(out)
   s = setup(cfg, log=log)
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
   if ckpt.latest_step() is None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
 import time
 
 import jax
 import numpy as np
+from etils import epath
 from tqdm.auto import tqdm
 
 from grpo_jax import data, models
@@ -23,6 +23,7 @@ from grpo_jax.config import files as config_file
 from grpo_jax.config import provenance, resume
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
+from grpo_jax.runs import paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.train import distributed, dynamic_sampling, plots
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
@@ -37,11 +38,11 @@ from grpo_jax.train.update import check_shared_prompts, make_update_step
 from grpo_jax.train.warmstart import warm_start
 
 
-def write_json(path: pathlib.Path, obj) -> None:
+def write_json(path: epath.Path, obj) -> None:
   if not distributed.is_primary():  # multi-host: process 0 writes the run directory
     return
   path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+  paths.write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 @dataclasses.dataclass
@@ -98,7 +99,7 @@ def setup(cfg, log=print) -> Setup:
   )
 
 
-def _evaluator(cfg, s: Setup, workdir: pathlib.Path):
+def _evaluator(cfg, s: Setup, workdir: epath.Path):
   """``run_eval(params, step) -> {benchmark: result}``, written to eval/<benchmark>_step<k>.json
   once: a resumed run reads existing files back instead of redoing them."""
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
@@ -122,10 +123,10 @@ def _evaluator(cfg, s: Setup, workdir: pathlib.Path):
   return run_eval
 
 
-def evaluate_run(cfg, workdir: str | pathlib.Path, step: int | None = None, log=print) -> dict:
+def evaluate_run(cfg, workdir: paths.PathLike, step: int | None = None, log=print) -> dict:
   """``launch.py --mode=eval``: evaluates a run directory's checkpoint (the latest, or ``step``)
   or, with no checkpoint there, the policy as built (``model.hf_path`` or a fresh init)."""
-  workdir = pathlib.Path(workdir)
+  workdir = epath.Path(workdir)
   s = setup(cfg, log=log)
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
   if ckpt.latest_step() is not None:
@@ -145,7 +146,7 @@ def evaluate_run(cfg, workdir: str | pathlib.Path, step: int | None = None, log=
 
 def train(
   cfg,
-  workdir: str | pathlib.Path,
+  workdir: paths.PathLike,
   log=print,
   presample_only: bool = False,
   allow_config_change: bool = False,
@@ -157,7 +158,7 @@ def train(
   A workdir with a checkpoint resumes only under the config it started with (up to the keys of
   ``grpo_jax.config.resume.RESUMABLE``) unless ``allow_config_change``, which records the change.
   """
-  workdir = pathlib.Path(workdir)
+  workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   saved = resume.read(workdir)
   changes = resume.check(

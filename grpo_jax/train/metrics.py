@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import pathlib
 
 import jax
 import numpy as np
+from etils import epath
 
+from grpo_jax.runs import paths
 from grpo_jax.train import tb_events
 
 
@@ -33,7 +34,7 @@ class MetricsWriter:
 
   def __init__(
     self,
-    workdir: str | pathlib.Path,
+    workdir: paths.PathLike,
     tensorboard: bool = True,
     enabled: bool = True,
     resume_step: int | None = None,
@@ -43,9 +44,9 @@ class MetricsWriter:
     steps are dropped (the resumed run redoes them). ``tracker``: also logs each step's metrics
     and samples (``grpo_jax.train.wandb_tracker.WandbTracker``; its owner closes it)."""
     self.tracker = tracker if enabled else None
-    self.path = pathlib.Path(workdir) / "metrics.jsonl"
-    self.samples_path = pathlib.Path(workdir) / "samples.jsonl"
-    self.tb_dir = pathlib.Path(workdir) / "tb"
+    self.path = epath.Path(workdir) / "metrics.jsonl"
+    self.samples_path = epath.Path(workdir) / "samples.jsonl"
+    self.tb_dir = epath.Path(workdir) / "tb"
     self.enabled = enabled
     self._tb = None
     if enabled and resume_step is not None:
@@ -73,13 +74,12 @@ class MetricsWriter:
         for ln in path.read_text().splitlines()
         if ln.strip() and json.loads(ln).get("step", 0) <= step
       ]
-      path.write_text("".join(ln + "\n" for ln in lines))
+      paths.write_text(path, "".join(ln + "\n" for ln in lines))
 
   def write(self, step: int, metrics: dict[str, float]) -> None:
     if not self.enabled:
       return
-    with self.path.open("a") as f:
-      f.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+    paths.append_text(self.path, json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
     if self._tb is not None:
       for k, v in metrics.items():
         self._tb.add_scalar(k, v, step)
@@ -90,9 +90,8 @@ class MetricsWriter:
     """One JSON line per sampled rollout, and the step's records as TensorBoard text."""
     if not (self.enabled and records):
       return
-    with self.samples_path.open("a") as f:
-      for r in records:
-        f.write(json.dumps({"step": step, **r}, sort_keys=True) + "\n")
+    lines = (json.dumps({"step": step, **r}, sort_keys=True) + "\n" for r in records)
+    paths.append_text(self.samples_path, "".join(lines))
     if self._tb is not None:
       from grpo_jax.train.samples import as_markdown
 
@@ -111,8 +110,8 @@ class MetricsWriter:
       self._tb.close()
 
 
-def read_metrics(workdir: str | pathlib.Path) -> list[dict]:
-  path = pathlib.Path(workdir) / "metrics.jsonl"
+def read_metrics(workdir: paths.PathLike) -> list[dict]:
+  path = epath.Path(workdir) / "metrics.jsonl"
   if not path.exists():
     return []
   return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import pathlib
+import io
 
 import numpy as np
+from etils import epath
 
+from grpo_jax.runs import paths
 from grpo_jax.train.metrics import read_metrics
 
 
-def reward_curve(workdir: str | pathlib.Path, window: int = 5) -> pathlib.Path | None:
+def reward_curve(workdir: paths.PathLike, window: int = 5) -> epath.Path | None:
   """``plots/reward_curve.png``: mean training reward per step and its running mean."""
   import matplotlib
 
@@ -30,9 +32,11 @@ def reward_curve(workdir: str | pathlib.Path, window: int = 5) -> pathlib.Path |
   ax.set_ylabel("mean reward")
   ax.grid(alpha=0.3)
   ax.legend()
-  out = pathlib.Path(workdir) / "plots" / "reward_curve.png"
+  out = epath.Path(workdir) / "plots" / "reward_curve.png"
   out.parent.mkdir(parents=True, exist_ok=True)
   fig.tight_layout()
-  fig.savefig(out, dpi=120)
+  png = io.BytesIO()
+  fig.savefig(png, format="png", dpi=120)
   plt.close(fig)
+  paths.write_bytes(out, png.getvalue())
   return out

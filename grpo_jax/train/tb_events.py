@@ -7,10 +7,12 @@ lines), so every reader, not only TensorBoard's purge logic, sees each step once
 
 from __future__ import annotations
 
-import os
-import pathlib
 import struct
 from collections.abc import Iterator
+
+from etils import epath
+
+from grpo_jax.runs import paths
 
 
 def _records(data: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -25,11 +27,11 @@ def _records(data: bytes) -> Iterator[tuple[bytes, bytes]]:
     pos = end
 
 
-def event_files(tb_dir: str | pathlib.Path) -> list[pathlib.Path]:
-  return sorted(pathlib.Path(tb_dir).glob("events.out.tfevents.*"))
+def event_files(tb_dir: paths.PathLike) -> list[epath.Path]:
+  return sorted(epath.Path(tb_dir).glob("events.out.tfevents.*"))
 
 
-def read_events(tb_dir: str | pathlib.Path):
+def read_events(tb_dir: paths.PathLike):
   """Every event of every file in ``tb_dir``, file by file (tensorboardX's ``Event`` protos)."""
   from tensorboardX.proto.event_pb2 import Event  # noqa: PLC0415
 
@@ -38,7 +40,7 @@ def read_events(tb_dir: str | pathlib.Path):
       yield Event.FromString(payload)
 
 
-def scalars(tb_dir: str | pathlib.Path) -> dict[str, list[int]]:
+def scalars(tb_dir: paths.PathLike) -> dict[str, list[int]]:
   """``{tag: [step, ...]}`` of the scalar summaries, in file order."""
   out: dict[str, list[int]] = {}
   for ev in read_events(tb_dir):
@@ -48,7 +50,7 @@ def scalars(tb_dir: str | pathlib.Path) -> dict[str, list[int]]:
   return out
 
 
-def truncate_after(tb_dir: str | pathlib.Path, step: int) -> None:
+def truncate_after(tb_dir: paths.PathLike, step: int) -> None:
   """Rewrites each event file without the summaries of steps after ``step``."""
   from tensorboardX.proto.event_pb2 import Event  # noqa: PLC0415
 
@@ -58,6 +60,4 @@ def truncate_after(tb_dir: str | pathlib.Path, step: int) -> None:
       for framed, payload in _records(path.read_bytes())
       if not (ev := Event.FromString(payload)).HasField("summary") or ev.step <= step
     ]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(b"".join(kept))
-    os.replace(tmp, path)
+    paths.write_bytes(path, b"".join(kept))

@@ -1,13 +1,19 @@
 """Weights & Biases beside metrics.jsonl and TensorBoard (``logging.wandb``, off by default):
 step metrics, evaluation pass@k over steps, the resolved config and the sampled rollouts (a
 ``wandb.Table`` per step). Process 0 logs; a resumed run continues the same W&B run (its id
-is kept in the run directory)."""
+is kept in the run directory). W&B stages its files in a local folder: the run directory, or
+for a ``gs://`` one, ``<tmp>/grpo_jax_wandb/<bucket path>``."""
 
 from __future__ import annotations
 
 import math
-import pathlib
+import os
+import tempfile
 import uuid
+
+from etils import epath
+
+from grpo_jax.runs import paths
 
 # logging.wandb_mode: wandb.init's modes ('offline' writes under <workdir>/wandb, synced later
 # with ``wandb sync``).
@@ -16,7 +22,7 @@ ID_FILE = "wandb_id.txt"
 SAMPLE_COLUMNS = ("prompt", "completion", "answer", "reward", "accuracy", "group", "truncated")
 
 
-def _run_id(workdir: pathlib.Path) -> str:
+def _run_id(workdir: epath.Path) -> str:
   path = workdir / ID_FILE
   if path.exists():
     return path.read_text().strip()
@@ -28,17 +34,21 @@ def _run_id(workdir: pathlib.Path) -> str:
 class WandbTracker:
   """One W&B run per run directory. ``module``: the ``wandb`` module (a stand-in in tests)."""
 
-  def __init__(self, cfg, workdir: str | pathlib.Path, module=None):
+  def __init__(self, cfg, workdir: paths.PathLike, module=None):
     if module is None:
       import wandb as module  # noqa: PLC0415 (optional: the 'wandb' extra)
     self._wandb = module
-    workdir = pathlib.Path(workdir)
+    workdir = epath.Path(workdir)
+    local = str(workdir)
+    if paths.is_uri(workdir):
+      local = os.path.join(tempfile.gettempdir(), "grpo_jax_wandb", str(workdir).split("://")[1])
+      os.makedirs(local, exist_ok=True)
     lg = cfg.logging
     self.run = module.init(
       project=lg.wandb_project,
       entity=lg.wandb_entity or None,
       mode=lg.wandb_mode,
-      dir=str(workdir),
+      dir=local,
       id=_run_id(workdir),
       name=workdir.name,
       resume="allow",

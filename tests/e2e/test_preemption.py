@@ -48,13 +48,13 @@ def _metric_steps(workdir: pathlib.Path) -> list[int]:
   return [json.loads(x)["step"] for x in lines if x.strip()]
 
 
-@pytest.mark.slow
 def _launch(workdir: pathlib.Path, env: dict) -> subprocess.CompletedProcess:
   """The launcher on ``workdir`` to the end, its output captured."""
   cmd = LAUNCH + ["--workdir", str(workdir)] + OVERRIDES
   return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_the_current_step_and_resumes_bit_exact(tmp_path, launcher_env):
   run = tmp_path / "preempted"
   proc = subprocess.Popen(

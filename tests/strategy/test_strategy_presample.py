@@ -91,7 +91,8 @@ def test_interrupted_write_resumes_to_the_same_file(setup, stored, tmp_path, mon
   monkeypatch.setattr(presample_lib, "draw_previews", fail_second)
   with pytest.raises(KeyboardInterrupt):
     _write(setup, tmp_path / "p")
-  assert (tmp_path / "p/parts/00000").is_dir() and not (tmp_path / "p/meta.json").exists()
+  assert (tmp_path / "p/parts/00000/done").exists() and not (tmp_path / "p/meta.json").exists()
+  assert not (tmp_path / "p/parts/00001/done").exists()
   monkeypatch.setattr(presample_lib, "draw_previews", real)
   _write(setup, tmp_path / "p")
   a = datasets.load_from_disk(str(tmp_path / "p/data")).to_dict()
