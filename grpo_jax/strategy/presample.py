@@ -22,10 +22,10 @@ import shutil
 import datasets
 import jax
 import numpy as np
-from tqdm.auto import tqdm
 
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.strategy.previews import PreviewSpec, draw_previews, make_context
+from grpo_jax.train import distributed
 
 COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")
 
@@ -107,7 +107,7 @@ def write_presample(
   was_enabled = datasets.is_progress_bar_enabled()
   datasets.disable_progress_bars()  # one bar over chunks, not one per saved part
   try:
-    for i in tqdm(range(num_chunks), desc="presample", disable=not progress):
+    for i in distributed.progress_bar(range(num_chunks), progress, desc="presample"):
       final = parts / f"{i:05d}"
       if final.is_dir():
         continue

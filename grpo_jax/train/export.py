@@ -51,10 +51,11 @@ def export_run(
   cfg, workdir: str | pathlib.Path, out: str | pathlib.Path, step: int | None = None, log=print
 ) -> pathlib.Path:
   """Writes the checkpoint of run directory ``workdir`` (step ``step``, default the latest) as a
-  Hugging Face directory ``out``; returns ``out``."""
+  Hugging Face directory ``out``; returns ``out``. ``log`` prints on process 0 only."""
   from grpo_jax.train.loop import setup
 
   workdir, out = pathlib.Path(workdir), pathlib.Path(out)
+  log = distributed.primary_log(log)
   s = setup(cfg, log=log)
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
   if ckpt.latest_step() is None:
