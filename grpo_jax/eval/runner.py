@@ -15,11 +15,11 @@ import json
 
 import jax
 import numpy as np
-from tqdm.auto import tqdm
 
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval import passk
 from grpo_jax.sampling.policy import Policy, SampleSettings
+from grpo_jax.train import distributed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +43,8 @@ class EvalLoop:
     n, size = self.num_samples, self.chunk_problems
     correct, lengths, truncated, texts = [], [], [], []
     starts = range(0, len(problems), size)
-    for i, start in enumerate(tqdm(starts, desc=desc, disable=not self.progress, leave=False)):
+    bar = distributed.progress_bar(starts, self.progress, desc=desc, leave=False)
+    for i, start in enumerate(bar):
       chunk = list(problems[start : start + size])
       real = len(chunk)
       chunk += [chunk[-1]] * (size - real)  # one compiled shape for every chunk

@@ -109,7 +109,7 @@ def gguf_hf_config(reader):
 
 class GGUFTensors:
   """HF name → GGUF tensor; ``read`` dequantises one to float32 (torch layout, q/k rows back in
-  transformers' order unless ``unpermute=False``)."""
+  transformers' order unless ``unpermute=False``), ``read_slice`` one slice of it."""
 
   def __init__(self, reader, hf, unpermute: bool = True):
     self.tensors = {}
@@ -119,6 +119,7 @@ class GGUFTensors:
         self.tensors[name] = t
     self.heads = {"q_proj": hf.num_attention_heads, "k_proj": hf.num_key_value_heads}
     self.unpermute = unpermute
+    self.last: tuple[str, np.ndarray] | None = None  # the tensor ``read_slice`` last dequantised
 
   def __contains__(self, name: str) -> bool:
     return name in self.tensors
@@ -135,6 +136,15 @@ class GGUFTensors:
     if self.unpermute and module in self.heads:
       w = unpermute_rows(w, self.heads[module])
     return np.array(w)  # a private copy, not a view of the memory-mapped file
+
+  def read_slice(self, name: str, index: tuple[slice, ...]) -> np.ndarray:
+    """``read(name)[index]``. A quantised tensor dequantises only as a whole (blocks span
+    rows, and q/k rows are reordered), so this reads the full tensor and slices it; the last
+    tensor is kept, so the other shards of it on this host do not dequantise it again."""
+    if self.last is None or self.last[0] != name:
+      self.last = None  # drop the previous tensor before the next one is made
+      self.last = (name, self.read(name))
+    return np.array(self.last[1][index])
 
 
 def load_gguf_tokenizer(path: str | pathlib.Path):

@@ -1,10 +1,12 @@
 """Hugging Face checkpoints in and out: ``load_hf`` → :class:`HFModel`, ``save_hf``.
 
-Loading streams tensor by tensor: each safetensors tensor is read into one host buffer, put on
+Loading streams tensor by tensor: each safetensors tensor is read into host memory, put on
 the device(s) of its target sharding, transposed (torch ``Linear.weight`` is (out, in), our
-``kernel`` is (in, out)) and cast there, and the host buffer is dropped before the next tensor
-is read, so peak host memory is about the largest single tensor, not the model. Saving fetches
-one parameter at a time the same way. Names follow the table in ``transformer.py``.
+``kernel`` is (in, out)) and cast there, and the host buffers are dropped before the next tensor
+is read, so peak host memory is about the largest single tensor, not the model. On a mesh each
+process reads only the slices its own devices hold (``read_slice``), so the hosts of a pod
+share the reading instead of each reading the whole checkpoint. Saving fetches one parameter
+at a time the same way. Names follow the table in ``transformer.py``.
 """
 
 from __future__ import annotations
@@ -148,8 +150,11 @@ def load_params(
 ) -> tuple[nnx.GraphDef, dict]:
   """(graphdef, params) of ``cfg`` with every tensor read from ``source`` by its HF name.
 
-  ``source`` has ``name in source``, ``source.shape(name)`` and ``source.read(name)`` (a host
-  array in torch layout); ``where`` names it in errors. Placement as in :func:`load_hf`.
+  ``source`` has ``name in source``, ``source.shape(name)``, ``source.read(name)`` (a host
+  array in torch layout) and ``source.read_slice(name, index)`` (``read(name)[index]`` for a
+  tuple of slices, reading no more than it needs); ``where`` names it in errors. Placement as
+  in :func:`load_hf`: with no sharding a tensor is read whole, else each process reads the
+  slices its addressable devices hold.
   """
   graphdef, abstract = abstract_params(cfg)
   if shardings is None:
@@ -168,12 +173,29 @@ def load_params(
         f"tensor '{name}' has shape {source.shape(name)} in {where}, but the config implies {want}"
       )
     target = sharding_of.get(kp)
-    raw = jax.device_put(source.read(name), _source_sharding(target, transposed))
-    # Waiting here keeps one host buffer alive at a time: with asynchronous dispatch a busy
-    # host would otherwise read ahead and hold many tensors' bytes at once.
+    raw = _read_raw(source, name, _source_sharding(target, transposed))
+    # Waiting here keeps one tensor's host buffers alive at a time: with asynchronous dispatch
+    # a busy host would otherwise read ahead and hold many tensors' bytes at once.
     return _converter(transposed, str(leaf.dtype), target)(raw).block_until_ready()
 
   return graphdef, jax.tree_util.tree_map_with_path(load_one, abstract)
+
+
+def _read_raw(source, name: str, sharding) -> jax.Array:
+  """Tensor ``name`` of ``source`` (torch layout) as an array with ``sharding``: read whole onto
+  the default device when ``sharding`` is None, else built shard by shard from this process's
+  slices, each distinct slice read once (devices replicating a shard share the read)."""
+  if sharding is None:
+    return jax.device_put(source.read(name), None)
+  slices = {}
+
+  def shard(index: tuple[slice, ...]):
+    key = tuple((s.start, s.stop, s.step) for s in index)
+    if key not in slices:
+      slices[key] = source.read_slice(name, index)
+    return slices[key]
+
+  return jax.make_array_from_callback(source.shape(name), sharding, shard)
 
 
 def _is_sharding(x) -> bool:

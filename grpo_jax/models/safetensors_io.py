@@ -3,7 +3,9 @@
 A safetensors file is an 8-byte little-endian header length, a JSON header mapping each name to
 ``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets after the header), then the raw
 row-major bytes. Reading seeks to a tensor's bytes and fills one NumPy buffer of exactly that
-size, so the host never holds more than the tensor being moved. A checkpoint is either
+size, so the host never holds more than the tensor being moved; ``read_slice`` maps the bytes
+and copies out one slice, so a host that holds a shard of a tensor reads that shard's bytes
+only. A checkpoint is either
 ``model.safetensors`` or shards listed by ``model.safetensors.index.json`` (``weight_map``).
 No torch: dtypes map to NumPy / ``ml_dtypes`` (bfloat16).
 """
@@ -44,7 +46,8 @@ def read_header(file: pathlib.Path) -> tuple[dict, int]:
 
 
 class CheckpointReader:
-  """Name → (file, dtype, shape) over a single file or a sharded index; ``read`` loads one."""
+  """Name → (file, dtype, shape) over a single file or a sharded index; ``read`` loads one
+  tensor, ``read_slice`` one slice of it."""
 
   def __init__(self, directory: str | pathlib.Path):
     directory = pathlib.Path(directory)
@@ -75,6 +78,20 @@ class CheckpointReader:
       if f.readinto(memoryview(out)) != end - begin:
         raise OSError(f"tensor '{name}' is truncated in {file}")
     return out.view(DTYPES[info["dtype"]]).reshape(info["shape"])
+
+  def read_slice(self, name: str, index: tuple[slice, ...]) -> np.ndarray:
+    """``read(name)[index]`` (``index`` as ``jax.make_array_from_callback`` passes it) without
+    reading the tensor: its byte range is memory-mapped and only the slice is copied out, so
+    the pages read are the slice's rows (axis 0) or strided runs of them (later axes)."""
+    file, info, start = self.entries[name]
+    begin, end = info["data_offsets"]
+    dtype, shape = DTYPES[info["dtype"]], tuple(info["shape"])
+    if end == begin:  # nothing to map: an empty tensor
+      return np.empty(shape, dtype)[index]
+    if file.stat().st_size < start + end:
+      raise OSError(f"tensor '{name}' is truncated in {file}")
+    data = np.memmap(file, np.uint8, mode="r", offset=start + begin, shape=(end - begin,))
+    return np.array(data.view(dtype).reshape(shape)[index])  # a private copy: the map closes
 
 
 def write_checkpoint(

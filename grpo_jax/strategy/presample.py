@@ -22,11 +22,11 @@ import datasets
 import jax
 import numpy as np
 from etils import epath
-from tqdm.auto import tqdm
 
 from grpo_jax.runs import paths
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.strategy.previews import PreviewSpec, draw_previews, make_context
+from grpo_jax.train import distributed
 
 DONE = "done"  # marker file of a complete part
 COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")
@@ -109,7 +109,7 @@ def write_presample(
   was_enabled = datasets.is_progress_bar_enabled()
   datasets.disable_progress_bars()  # one bar over chunks, not one per saved part
   try:
-    for i in tqdm(range(num_chunks), desc="presample", disable=not progress):
+    for i in distributed.progress_bar(range(num_chunks), progress, desc="presample"):
       part = parts / f"{i:05d}"
       if (part / DONE).exists():
         continue

@@ -14,6 +14,8 @@ the mesh spans all hosts. The division of labour:
   width       the update's width is the longest completion over every process's rows
               (``global_max``), so all processes run the same compiled update;
   files       metrics, JSON and plots are written by process 0 only (``is_primary``);
+  console     progress bars and log lines come from process 0 only (``progress_bar``,
+              ``primary_log``);
   checkpoints orbax saves and restores from every process (each writes its own shards).
 
 If a process dies, the others fail within ``heartbeat_timeout_seconds`` (the coordination
@@ -27,6 +29,7 @@ import os
 
 import jax
 import numpy as np
+from tqdm.auto import tqdm
 
 ENV_ADDRESS, ENV_NUM, ENV_ID = "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"
 
@@ -76,6 +79,17 @@ def initialize(
 def is_primary() -> bool:
   """Process 0 writes the run directory's files (metrics, JSON, plots)."""
   return jax.process_index() == 0
+
+
+def progress_bar(iterable, enabled: bool = True, **kwargs) -> tqdm:
+  """A tqdm bar over ``iterable`` (``kwargs`` to tqdm), drawn when ``enabled`` and on process 0
+  only: a multi-host job shows one bar, not one per host."""
+  return tqdm(iterable, disable=not (enabled and is_primary()), **kwargs)
+
+
+def primary_log(log):
+  """``log`` on process 0 and a no-op on the others, so a multi-host job prints a line once."""
+  return log if is_primary() else (lambda *args, **kwargs: None)
 
 
 def id_units(cfg=None) -> dict[str, int]:

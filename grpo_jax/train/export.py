@@ -56,12 +56,13 @@ def export_run(
 ) -> pathlib.Path:
   """Writes the checkpoint of run directory ``workdir`` (step ``step``, default the latest) as a
   Hugging Face directory ``out`` (a local folder; the run directory may be a URI such as
-  ``gs://``); returns ``out``."""
+  ``gs://``); returns ``out``. ``log`` prints on process 0 only."""
   from grpo_jax.train.loop import setup
 
   if paths.is_uri(out):
     raise ValueError(f"export writes a local Hugging Face directory (--out); got {out}")
   workdir, out = epath.Path(workdir), pathlib.Path(out)
+  log = distributed.primary_log(log)
   s = setup(cfg, log=log)
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
   if ckpt.latest_step() is None:

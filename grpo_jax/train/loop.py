@@ -15,7 +15,6 @@ import time
 import jax
 import numpy as np
 from etils import epath
-from tqdm.auto import tqdm
 
 from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
@@ -125,8 +124,10 @@ def _evaluator(cfg, s: Setup, workdir: epath.Path):
 
 def evaluate_run(cfg, workdir: paths.PathLike, step: int | None = None, log=print) -> dict:
   """``launch.py --mode=eval``: evaluates a run directory's checkpoint (the latest, or ``step``)
-  or, with no checkpoint there, the policy as built (``model.hf_path`` or a fresh init)."""
+  or, with no checkpoint there, the policy as built (``model.hf_path`` or a fresh init).
+  ``log`` prints on process 0 only."""
   workdir = epath.Path(workdir)
+  log = distributed.primary_log(log)
   s = setup(cfg, log=log)
   ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
   if ckpt.latest_step() is not None:
@@ -157,8 +158,10 @@ def train(
   strategy previews drawn (``launch.py --mode=presample``); a later run resumes from there.
   A workdir with a checkpoint resumes only under the config it started with (up to the keys of
   ``grpo_jax.config.resume.RESUMABLE``) unless ``allow_config_change``, which records the change.
+  ``log`` prints on process 0 only (every process runs the same loop and would repeat it).
   """
   workdir = epath.Path(workdir)
+  log = distributed.primary_log(log)
   workdir.mkdir(parents=True, exist_ok=True)
   saved = resume.read(workdir)
   changes = resume.check(
@@ -236,12 +239,8 @@ def train(
 
   # Loop.
   first = int(state["step"])
-  bar = tqdm(
-    range(first, cfg.steps),
-    desc="rl",
-    initial=first,
-    total=cfg.steps,
-    disable=not cfg.logging.progress,
+  bar = distributed.progress_bar(
+    range(first, cfg.steps), cfg.logging.progress, desc="rl", initial=first, total=cfg.steps
   )
   watch = PreemptionWatch()  # SIGTERM: checkpoint this step and stop (grpo_jax.train.preemption)
   try:

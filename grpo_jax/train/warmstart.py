@@ -11,12 +11,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from tqdm.auto import tqdm
 
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.eval.runner import EvalLoop
 from grpo_jax.sampling.policy import Policy, SampleSettings
+from grpo_jax.train import distributed
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.rollout import OneStageRollout
 
@@ -65,7 +65,8 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
     OneStageRollout(cfg, task), cfg.sampling.group_size, ws.check_problems, progress=False
   )
   history = []
-  bar = tqdm(range(1, ws.max_steps + 1), desc="warm start", disable=not cfg.logging.progress)
+  steps = range(1, ws.max_steps + 1)
+  bar = distributed.progress_bar(steps, cfg.logging.progress, desc="warm start")
   for step in bar:
     tokens_BxL, input_mask_BxL, loss_mask_BxL = task.sft_batch(
       SFT_STREAM_START + step * ws.batch_size, ws.batch_size, rng
