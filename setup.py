@@ -36,7 +36,9 @@ setup(
         # imports it.
         "dev": ["pytest>=8", "pytest-xdist", "hypothesis", "ruff", "nbclient", "ipykernel",
                 "safetensors", "torch==2.13.0", "accelerate", "wandb", "gcsfs",
-                "google-cloud-storage", "gcp-storage-emulator"],
+                "google-cloud-storage", "gcp-storage-emulator", "ray[default]"],
+        # sweeps on a Ray cluster (launch.py --sweep --launcher=ray)
+        "ray": ["ray[default]"],
         # run directories on gs:// (etils.epath through gcsfs; TensorBoard through
         # google-cloud-storage); orbax checkpoints reach GCS through tensorstore on their own
         "gcs": ["gcsfs", "google-cloud-storage"],

@@ -20,6 +20,7 @@ the checkpoint of the current step on every host; the same command resumes from 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import sys
@@ -54,6 +55,54 @@ def parse_args(argv: list[str]):
     "--sweep",
     action="store_true",
     help="run the config's sweep(add) one run after another under --workdir",
+  )
+  parser.add_argument(
+    "--launcher",
+    default="local",
+    choices=["local", "ray"],
+    help="with --sweep: local runs the members one after another in this process; ray "
+    "submits each to a Ray cluster (grpo_jax.runs.ray_sweep), concurrently as it has room",
+  )
+  parser.add_argument(
+    "--ray_address",
+    default="",
+    help="with --launcher=ray: the cluster to join ('auto', host:port; default: a new local one)",
+  )
+  parser.add_argument(
+    "--ray_processes",
+    type=int,
+    default=1,
+    help="with --launcher=ray: launcher processes per member (one per host of a slice), "
+    "gang-scheduled, process 0 the jax.distributed coordinator",
+  )
+  parser.add_argument(
+    "--ray_bundle",
+    default='{"CPU": 1}',
+    help="with --launcher=ray: Ray resources of one process, as JSON (e.g. '{\"TPU\": 4}')",
+  )
+  parser.add_argument(
+    "--ray_strategy",
+    default="PACK",
+    choices=["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"],
+    help="with --launcher=ray: placement of a member's processes (STRICT_SPREAD: one per node)",
+  )
+  parser.add_argument(
+    "--ray_max_concurrent",
+    type=int,
+    default=0,
+    help="with --launcher=ray: members in flight at most (0: as many as the cluster fits)",
+  )
+  parser.add_argument(
+    "--ray_script",
+    default="",
+    help="with --launcher=ray: the script each member process runs with the launcher's flags "
+    "(default: this launcher; e.g. a wrapper that registers a task or reward first)",
+  )
+  parser.add_argument(
+    "--ray_retries",
+    type=int,
+    default=2,
+    help="with --launcher=ray: restarts of a member after a process fails (each resumes)",
   )
   parser.add_argument(
     "--pod",
@@ -112,6 +161,8 @@ def parse_args(argv: list[str]):
       "--distributed_auto detects the coordinator, process count and process id itself; "
       "drop --coordinator_address / --num_processes / --process_id, or drop --distributed_auto"
     )
+  if args.launcher == "ray" and not args.sweep:
+    parser.error("--launcher=ray runs a sweep's members: add --sweep")
   if args.workdir is None:
     args.workdir = str(pathlib.Path("runs") / pathlib.Path(args.config.split(":")[0]).stem)
   return args, overrides
@@ -155,6 +206,35 @@ def _initialize(args) -> None:
   )
 
 
+def _ray_sweep(args, overrides, bundle: dict) -> int:
+  """``--sweep --launcher=ray``: every member on the Ray cluster (grpo_jax.runs.ray_sweep)."""
+  import ray
+
+  from grpo_jax.runs.ray_sweep import RaySweep
+
+  if args.ray_address:
+    ray.init(address=args.ray_address, log_to_driver=False)
+  else:  # a new cluster of this machine alone, on its loopback address
+    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+  try:
+    entries = RaySweep(
+      args.config,
+      args.workdir,
+      overrides,
+      processes=args.ray_processes,
+      bundle=bundle,
+      strategy=args.ray_strategy,
+      max_concurrent=args.ray_max_concurrent,
+      max_retries=args.ray_retries,
+      allow_config_change=args.allow_config_change,
+      script=os.path.abspath(args.ray_script or __file__),
+    ).run()
+  finally:
+    ray.shutdown()
+  print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
+  return int(any(e["status"] == "failed" for e in entries))
+
+
 def main(argv: list[str]) -> int:
   args, overrides = parse_args(argv)
   if args.sweep or args.pod:
@@ -176,8 +256,11 @@ def main(argv: list[str]) -> int:
         print(sweep.plan(args.config, args.workdir, overrides))
         return 0
       sweep.validate(args.config, sweep.expand(args.config), overrides)
+      bundle = json.loads(args.ray_bundle)
     except (KeyError, ValueError, FileNotFoundError) as e:
       return _config_error(e)
+    if args.launcher == "ray":
+      return _ray_sweep(args, overrides, bundle)
     _initialize(args)  # every host of a multi-host sweep runs this same command
     from grpo_jax.train.preemption import EXIT_CODE, Preempted
 

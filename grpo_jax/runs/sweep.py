@@ -178,6 +178,34 @@ def validate(spec: str, runs: list[SweepRun], overrides=()) -> dict:
   return out
 
 
+def prepare_run_dir(spec: str, run_dir, run: SweepRun, overrides=(), allow_change=False):
+  """Loads ``run``'s config and readies ``run_dir`` for a (re)start: the config must match an
+  unfinished run's (:func:`_check_same_config`), an earlier ``error.txt`` goes, ``run.json``
+  records the member. Returns the config."""
+  cfg = load_run_config(spec, run, overrides)
+  run_dir = epath.Path(run_dir)
+  run_dir.mkdir(parents=True, exist_ok=True)
+  _check_same_config(run_dir, cfg, allow_change)
+  (run_dir / ERROR).unlink(missing_ok=True)
+  info = {
+    "name": run.name,
+    "spec": run.spec(spec),
+    "arg": run.arg,
+    "overrides": run.overrides,
+    "cli_overrides": list(overrides),
+    "hash": config_file.content_hash(cfg),
+  }
+  paths.write_text(run_dir / RUN_INFO, json.dumps(info, indent=2, default=str) + "\n")
+  return cfg
+
+
+def record_failure(run_dir, text: str) -> None:
+  """``error.txt``: the member failed (:func:`run_status` reads it)."""
+  run_dir = epath.Path(run_dir)
+  run_dir.mkdir(parents=True, exist_ok=True)
+  paths.write_text(run_dir / ERROR, text)
+
+
 def run_one(
   spec: str,
   root,
@@ -197,19 +225,7 @@ def run_one(
     return {**entry, "status": "skipped"}
   t0 = time.time()
   try:
-    cfg = load_run_config(spec, run, overrides)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    _check_same_config(run_dir, cfg, allow_config_change)
-    (run_dir / ERROR).unlink(missing_ok=True)
-    info = {
-      "name": run.name,
-      "spec": run.spec(spec),
-      "arg": run.arg,
-      "overrides": run.overrides,
-      "cli_overrides": list(overrides),
-      "hash": config_file.content_hash(cfg),
-    }
-    paths.write_text(run_dir / RUN_INFO, json.dumps(info, indent=2, default=str) + "\n")
+    cfg = prepare_run_dir(spec, run_dir, run, overrides, allow_config_change)
     if train_fn is None:
       from grpo_jax.train import train as train_fn  # noqa: PLC0415 (the loop is heavy)
     extra = {"allow_config_change": True} if allow_config_change else {}
@@ -218,8 +234,7 @@ def run_one(
   except Exception as e:  # noqa: BLE001 (a sweep records any failure and goes on)
     if _is_preemption(e):
       raise  # not a failure of the run: the sweep stops, and a rerun resumes it
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / ERROR).write_text(traceback.format_exc())
+    record_failure(run_dir, traceback.format_exc())
     log(f"run {run.name} failed: {type(e).__name__}: {e}")
     return {**entry, "status": "failed", "seconds": time.time() - t0, "error": repr(e)}
 
@@ -379,6 +394,8 @@ __all__ = [
   "member_argv",
   "plan",
   "pod_commands",
+  "prepare_run_dir",
+  "record_failure",
   "run_local",
   "run_name",
   "run_one",
