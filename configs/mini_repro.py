@@ -1,9 +1,9 @@
-"""CPU mini-reproduction: subgroup offsets (α sweep, shuffle) and HA-DW on countdown, 3 seeds.
+"""CPU mini-reproduction: subgroup offsets (α sweep, shuffle, matched noise) and HA-DW on countdown, 3 seeds.
 
   python experiments/launch.py --config configs/mini_repro.py --sweep --workdir runs/mini_repro
   python experiments/aggregate.py runs/mini_repro --out docs/mini_repro     # the table
 
-Hardware: 2 CPU cores, about 60 minutes for the 24 runs on a shared machine (~2.5 minutes each:
+Hardware: 2 CPU cores, about 70 minutes for the 27 runs on a shared machine (~2.5 minutes each:
 warm start, presampling, 200 held-out problems × 8 samples before and after, 25 RL steps; runs
 after the first reuse compiled programs from the sweep's compilation cache). Re-running the
 sweep command skips finished runs and resumes unfinished ones.
@@ -15,6 +15,7 @@ baseline differs between conditions (METHODS §1, §3):
 
   anchor        α = 0 (Strategy-GRPO)        alpha=±0.5, ±1   b = μ_g + α·δ_s
   shuffle       α = −0.5, offsets permuted across each prompt's plans
+  noise         α = −0.5, offsets replaced by zero-sum noise of the same per-prompt magnitude
   +hadw         HA-DW (window anchor, λ = 1.3) on the anchor and on α = −0.5
 
 Runs of one seed share the warm start, the presampled plans and the prompt stream, so the
@@ -40,6 +41,7 @@ CONDITIONS = {
   "alpha=+0.5": {"advantage.offset_coef": 0.5},
   "alpha=+1": {"advantage.offset_coef": 1.0},
   "shuffle": {"advantage.offset_coef": -0.5, "advantage.offset_shuffle": True},
+  "noise": {"advantage.offset_coef": -0.5, "advantage.offset_noise": True},
   "anchor+hadw": {"advantage.offset_coef": 0.0, "hadw.enabled": True},
   "alpha=-0.5+hadw": {"advantage.offset_coef": -0.5, "hadw.enabled": True},
 }
@@ -65,6 +67,7 @@ def get_config(arg=None):
   cfg.advantage.baseline = "subgroup_offset"
   cfg.advantage.offset_coef = 0.0
   cfg.advantage.offset_shuffle = False
+  cfg.advantage.offset_noise = False
   cfg.hadw.enabled = False
   cfg.hadw.anchor = "window"
   cfg.hadw.lambda_scale = 1.3
@@ -87,6 +90,7 @@ def sweep(add, arg=None):
       full = {
         "advantage.offset_coef": 0.0,
         "advantage.offset_shuffle": False,
+        "advantage.offset_noise": False,
         "hadw.enabled": False,
         **overrides,
       }

@@ -19,6 +19,7 @@ import numpy as np
 from grpo_jax.advantages import segments as seg
 from grpo_jax.advantages.baselines import USES_OFFSETS, get_baseline
 from grpo_jax.advantages.hadw import hadw_weights, update_anchor
+from grpo_jax.advantages.noise import matched_noise
 from grpo_jax.advantages.normalize import normalize
 from grpo_jax.advantages.offsets import group_stats, valid_rows
 from grpo_jax.advantages.shuffle import offset_permutation, recentring_mean
@@ -76,7 +77,13 @@ def check_ids(group_ids_N, subgroup_ids_N) -> None:
 
 
 def row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng) -> jax.Array:
-  """δ_s(i) per row, permuted (and re-centred) when ``advantage.offset_shuffle``. Shapes: N."""
+  """δ_s(i) per row: permuted (and re-centred) when ``advantage.offset_shuffle``, replaced by
+  zero-sum noise of the same per-prompt magnitude when ``advantage.offset_noise``. Shapes: N."""
+  if adv_cfg.offset_noise:
+    noise_S = matched_noise(
+      rng, stats.offset_S, stats.subgroup_count_S, stats.subgroup_group_S, stats.subgroup_valid_S
+    )
+    return seg.gather(noise_S, subgroup_ids_N, valid_N)
   if not adv_cfg.offset_shuffle:
     return seg.gather(stats.offset_S, subgroup_ids_N, valid_N)
   scope = adv_cfg.offset_shuffle_scope
@@ -114,7 +121,7 @@ def compute(
   ``cfg``: an ``Experiment`` of typed views (``grpo_jax.config.views.build``) or a ConfigDict
   experiment, whose ``advantage`` / ``hadw`` groups are converted to their views. ``anchor`` is
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
-  by the offset shuffle only). ``aux`` holds the scalars named in ``AUX_KEYS``.
+  by the offset shuffle and noise only). ``aux`` holds the scalars named in ``AUX_KEYS``.
   ``batch_acc``: HA-DW's y_t when the rows are not every sampled response of the step (DAPO's
   dynamic sampling drops groups; y_t still averages all of them); default: mean of
   ``accuracy_N`` (else ``rewards_N``) over the valid rows.

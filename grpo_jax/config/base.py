@@ -116,6 +116,9 @@ def base_config() -> ConfigDict:
   c.advantage.offset_shuffle = False
   c.advantage.offset_shuffle_scope = "prompt"  # prompt | batch
   c.advantage.offset_shuffle_recenter = False
+  # Matched-noise control: each prompt's offsets replaced by zero-sum Gaussian noise of the same
+  # row-weighted RMS (grpo_jax/advantages/noise.py); exclusive with offset_shuffle.
+  c.advantage.offset_noise = False
 
   # HA-DW (METHODS §3, arXiv 2601.08521).
   c.hadw = ConfigDict()

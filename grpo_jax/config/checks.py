@@ -202,6 +202,16 @@ def check_experiment(e) -> None:
       f"config key advantage.offset_shuffle = True has no effect with advantage.baseline = "
       f"{adv.baseline!r}; it shuffles the offsets of 'subgroup_offset'"
     )
+  if adv.offset_noise and adv.baseline != "subgroup_offset":
+    fail(
+      f"config key advantage.offset_noise = True has no effect with advantage.baseline = "
+      f"{adv.baseline!r}; it replaces the offsets of 'subgroup_offset'"
+    )
+  if adv.offset_noise and adv.offset_shuffle:
+    fail(
+      "config keys advantage.offset_noise and advantage.offset_shuffle are both True: each "
+      "replaces the offsets (noise of matched magnitude, or another subgroup's); choose one"
+    )
   if rows % loss.num_minibatches:
     fail(
       f"config key loss.num_minibatches = {loss.num_minibatches} must divide the B·G = "

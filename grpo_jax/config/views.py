@@ -142,6 +142,7 @@ class Advantage(View):
   offset_shuffle: bool = spec()
   offset_shuffle_scope: str = spec(choices=True)
   offset_shuffle_recenter: bool = spec()
+  offset_noise: bool = spec()
 
 
 @_view("hadw")

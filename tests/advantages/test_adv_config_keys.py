@@ -50,6 +50,7 @@ CASES = {
   "advantage.offset_shuffle": ({}, True),
   "advantage.offset_shuffle_scope": ({"advantage.offset_shuffle": True}, "batch"),
   "advantage.offset_shuffle_recenter": ({"advantage.offset_shuffle": True}, True),
+  "advantage.offset_noise": ({}, True),
   "hadw.enabled": ({}, False),
   "hadw.anchor": ({}, "fixed"),
   "hadw.history": ({}, 1),

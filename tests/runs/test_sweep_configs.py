@@ -101,6 +101,9 @@ def test_mini_repro_sweep_has_the_required_conditions():
   for alpha in (0.0, -1.0, -0.5, 0.5, 1.0):
     assert (alpha, False, False) in conds
   assert any(shuffle for _, shuffle, _ in conds) and any(h for _, _, h in conds)
+  noise = [r for r in runs if r.overrides["advantage.offset_noise"]]
+  assert {r.overrides["seed"] for r in noise} == seeds  # the control beside the shuffle
+  assert all(r.overrides["advantage.offset_coef"] == -0.5 for r in noise)
   cfg = sweep.load_run_config("configs/mini_repro.py", runs[0])
   assert cfg.strategy.enabled and cfg.advantage.baseline == "subgroup_offset"
 
