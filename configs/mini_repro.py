@@ -1,4 +1,4 @@
-"""CPU mini-reproduction: subgroup offsets (α sweep, shuffle, matched noise) and HA-DW on countdown, 3 seeds.
+"""CPU mini-reproduction: offsets (α sweep, shuffle, matched noise) and HA-DW on countdown, 3 seeds.
 
   python experiments/launch.py --config configs/mini_repro.py --sweep --workdir runs/mini_repro
   python experiments/aggregate.py runs/mini_repro --out docs/mini_repro     # the table
