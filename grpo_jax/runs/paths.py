@@ -1,0 +1,56 @@
+"""Run-directory paths on any file system the JAX ecosystem reads, through ``etils.epath`` as
+orbax does: local folders, and URIs such as ``gs://bucket/runs/x`` (``gcsfs``, the ``gcs``
+extra) where every host of a pod sees the same run directory. (``pathlib`` would turn
+``gs://b/x`` into the local folder ``gs:/b/x``.)
+
+Object stores have no append and no atomic rename; the two helpers here give the run directory
+the same meaning on both: :func:`append_text` rewrites the object, :func:`write_bytes` writes a
+local file through a temporary name (so a kill never leaves half a file) and an object in one
+request (objects are replaced whole).
+"""
+
+from __future__ import annotations
+
+import os
+
+from etils import epath
+
+PathLike = str | os.PathLike
+
+
+def is_uri(path: PathLike) -> bool:
+  """True for ``scheme://...`` paths (object stores), False for local ones."""
+  return "://" in os.fspath(path)
+
+
+def absolute(p: PathLike) -> epath.Path:
+  """A local path made absolute (orbax needs one); a URI as it is (``epath``'s ``resolve``
+  would prefix the working directory)."""
+  return epath.Path(p) if is_uri(p) else epath.Path(os.path.abspath(os.fspath(p)))
+
+
+def append_text(p: PathLike, text: str) -> None:
+  """Appends ``text`` to the file ``p``: an append locally, a rewrite of the object on a store
+  (fine for the run directory's small line files: metrics, samples, logs)."""
+  p = epath.Path(p)
+  if not is_uri(p):
+    with p.open("a") as f:
+      f.write(text)
+    return
+  old = p.read_text() if p.exists() else ""
+  p.write_text(old + text)
+
+
+def write_bytes(p: PathLike, data: bytes) -> None:
+  """Replaces the file ``p`` whole: locally through ``<name>.tmp`` and a rename."""
+  p = epath.Path(p)
+  if is_uri(p):
+    p.write_bytes(data)
+    return
+  tmp = p.with_name(p.name + ".tmp")
+  tmp.write_bytes(data)
+  os.replace(tmp, p)
+
+
+def write_text(p: PathLike, text: str) -> None:
+  write_bytes(p, text.encode())
