@@ -13,6 +13,20 @@ the mesh spans all hosts. The division of labour:
               HA-DW anchors and loss denominators inside the jitted update see the global batch;
   width       the update's width is the longest completion over every process's rows
               (``global_max``), so all processes run the same compiled update;
+  DAPO        dynamic sampling gathers each round's rows on every process (``RowExchange``),
+              so all keep the same groups in prompt order and stop after the same round as
+              one process; each then takes its rows of the step's batch; ``dapo/*`` metrics
+              are the job's, per-process rollout metrics are averaged
+              (``mean_over_processes``);
+  previews    strategy previews, online or presampled, are drawn by each process for its own
+              prompts; ``--mode=presample`` runs on every process, each drawing its part of
+              every chunk (``problem_share``), the chunk is gathered and process 0 writes it;
+              the per-preview success counts are merged before process 0 writes them;
+  warm start  every process draws the SFT batch and feeds the rows its devices hold;
+  evaluation  each process samples and grades its problems of every chunk (``problem_share``;
+              chunks the same shape everywhere, so the sampler sees the one-process chunk), the
+              graded rows and texts are gathered (``gather_rows``, ``gather_objects``), every
+              process returns the same summary and process 0 writes ``eval/``;
   files       metrics, JSON and plots are written by process 0 only (``is_primary``);
   console     progress bars and log lines come from process 0 only (``progress_bar``,
               ``primary_log``);
