@@ -378,7 +378,7 @@ def _sample_on_threads(cfg, num):
 
   def run(p):
     try:
-      local = _share(fake_rollout()[0], p, num)
+      local = _share(fake_rollout(LENGTHS)[0], p, num)
       exchange = ThreadExchange(p, num, board, barrier)
       outs[p] = ds.sample_batch(*local, 0, jax.random.PRNGKey(0), cfg, exchange=exchange)
     except Exception as e:  # noqa: BLE001 (re-raised below)
@@ -395,13 +395,19 @@ def _sample_on_threads(cfg, num):
   return outs
 
 
+# Problem 0 mod 4 is truncated (no EOS), the others are not: the processes' halves differ.
+LENGTHS = [(T, T), (3, 5), (3, 5), (3, 5)]
+
+
 @pytest.mark.parametrize("dynamic", [True, False])
 def test_processes_keep_the_groups_one_process_keeps(monkeypatch, dynamic):
   """Two processes sampling half of each round's prompts: the groups kept, the rounds, the
   prompts consumed, y_t and the dapo/* metrics are the one-process run's, and each process
   holds its half of that run's batch rows."""
   cfg = make_cfg(dynamic_sampling=dynamic, max_sampling_rounds=5)
-  single, consumed = ds.sample_batch(fake_rollout()[0], problems_fn, 0, jax.random.PRNGKey(0), cfg)
+  single, consumed = ds.sample_batch(
+    fake_rollout(LENGTHS)[0], problems_fn, 0, jax.random.PRNGKey(0), cfg
+  )
   monkeypatch.setattr(jax, "process_count", lambda: 2)  # ids are job-wide (RolloutBatch.validate)
   outs = _sample_on_threads(cfg, 2)
   assert [c for _, c in outs] == [consumed] * 2
@@ -410,5 +416,6 @@ def test_processes_keep_the_groups_one_process_keeps(monkeypatch, dynamic):
   assert [x for b, _ in outs for x in b.problems_N] == single.problems_N
   for batch, _ in outs:
     assert batch.metrics == single.metrics and batch.step_accuracy == single.step_accuracy
+  assert 0 < single.metrics["response/truncated_frac"] < 1
   if dynamic:
     assert single.metrics["dapo/rounds"] == 2 and single.metrics["dapo/kept_groups"] == 4
