@@ -100,13 +100,13 @@ def metrics(workdir) -> list[dict]:
   return [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
 
 
-def assert_same_run(a, b, keys=SAME_RUN_KEYS) -> None:
-  """Run directories ``a`` and ``b`` end at the same step with the same parameters and log the
-  same ``keys`` at every step; some update was not zero."""
+def assert_same_run(a, b, keys=SAME_RUN_KEYS, atol=1e-6) -> None:
+  """Run directories ``a`` and ``b`` end at the same step with the same parameters (up to
+  ``atol``) and log the same ``keys`` at every step; some update was not zero."""
   (sa, na), (sb, nb) = final(a), final(b)
   assert na == nb
   for x, y in zip(jax.tree.leaves(sa["params"]), jax.tree.leaves(sb["params"])):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=atol)
   ma, mb = metrics(a), metrics(b)
   assert [m["step"] for m in ma] == [m["step"] for m in mb]
   for key in keys:
