@@ -114,3 +114,14 @@ def assert_same_run(a, b, keys=SAME_RUN_KEYS, atol=1e-6) -> None:
       [m[key] for m in ma], [m[key] for m in mb], rtol=1e-5, atol=1e-7, err_msg=key
     )
   assert any(m["grad/norm"] > 0 for m in ma)
+
+
+def work(workdir) -> dict:
+  """Rows handed to the mesh and completions graded (``multihost_worker.py``), summed over the
+  processes and launches that ran on ``workdir``."""
+  total = {}
+  for path in sorted(workdir.glob("work.*.jsonl")):
+    for line in path.read_text().splitlines():
+      for key, count in json.loads(line).items():
+        total[key] = total.get(key, 0) + count
+  return total

@@ -7,7 +7,7 @@ import json
 import datasets
 import numpy as np
 import pytest
-from multihost_launch import assert_same_run, final, metrics, run_pair, run_single
+from multihost_launch import assert_same_run, final, metrics, run_pair, run_single, work
 
 STRATEGY = [
   "--config.strategy.enabled=true",
@@ -71,6 +71,8 @@ def test_warm_start_presampled_strategy_and_evaluation(tmp_path, launcher_env):
   assert ra["after"]["pass@4"] > 0 and ra["after"]["num_problems"] == 8
   assert _eval_results(pair) == _eval_results(single)  # summaries and per-problem records
   assert _json(pair / "strategy_previews.json") == _json(single / "strategy_previews.json")
+  # The warm start's rows, its validation, the presample and evaluation split, not repeated.
+  assert work(pair) == work(single) and work(single)["graded_rows"] > 0
 
 
 @pytest.mark.slow
@@ -96,3 +98,4 @@ def test_dynamic_sampling_with_online_strategy(tmp_path, launcher_env):
   assert all(m["dapo/kept_groups"] == 8 for m in steps)
   (state_a, _), (state_b, _) = final(single), final(pair)
   assert int(np.asarray(state_a["data_pos"])) == int(np.asarray(state_b["data_pos"])) > 16
+  assert work(pair) == work(single)  # every round's prompts sampled and graded once
