@@ -27,6 +27,11 @@ within ``sampling.max_new_tokens``; in the two-stage layout preview ⊕ completi
 completion after a short preview ends before the last column, so the packed rows cannot tell)
 and ``lengths_N`` (the completion length L_i, never the preview).
 
+Multi-host (``exchange``, ``distributed.RowExchange``): each process samples its share of every
+round; dynamic sampling gathers the round's rows, so every process keeps the groups one process
+would keep, in prompt order, and stops after the same round, then takes its own rows of the
+B·G. The metrics and y_t are the job's.
+
 Filtering uses the shaped rewards (the ones the advantages see; verl's DAPO recipe filters on
 accuracy by default). Group and subgroup ids are renumbered densely over the kept rows. The
 batch's ``metrics`` gain ``dapo/*`` and ``response/truncated_frac``.
@@ -144,8 +149,8 @@ def step_metrics(rounds: list[dict], out: dict, kept: int) -> dict:
   }
 
 
-ROUND_KEYS = ("rewards_N", "accuracy_N", "group_ids_N")
-STEP_KEYS = ("group_ids_N", "truncated_N", "loss_mask_N")
+# The per-row facts :func:`step_metrics` reads.
+VIEW_KEYS = ("rewards_N", "accuracy_N", "group_ids_N", "truncated_N", "loss_mask_N")
 
 
 def sample_batch(
@@ -193,10 +198,10 @@ def sample_batch(
     batch = _shape_round(batch, cfg)
     if dapo.dynamic_sampling:
       batch = exchange.gather(batch)
-      view = {key: getattr(batch, key) for key in ROUND_KEYS}
+      view = {key: getattr(batch, key) for key in VIEW_KEYS}
       kept = informative_groups(batch.rewards_N, batch.group_ids_N)
     else:
-      view = exchange.gather_arrays({key: getattr(batch, key) for key in ROUND_KEYS})
+      view = exchange.gather_arrays({key: getattr(batch, key) for key in VIEW_KEYS})
       kept = np.unique(view["group_ids_N"])
       kept = kept[kept >= 0]
     batches.append(batch)
@@ -215,11 +220,10 @@ def sample_batch(
 
   if dapo.dynamic_sampling:
     out = _select(batches, picks, B * G)
-    out_view = {key: getattr(out, key) for key in STEP_KEYS}
+    out_view = {key: getattr(out, key) for key in VIEW_KEYS}
     out = exchange.local(out)
   else:
-    out = batches[0]
-    out_view = exchange.gather_arrays({key: getattr(out, key) for key in STEP_KEYS})
+    out, out_view = batches[0], views[0]
   metrics = {**exchange.mean(batches[0].metrics), **step_metrics(views, out_view, len(picks))}
   # HA-DW's batch accuracy y_t covers every sampled response, dropped groups included, before
   # reward shaping (METHODS §3).
