@@ -63,10 +63,17 @@ def start_pair(env, workdir, extra, heartbeat=10) -> list[subprocess.Popen]:
   ]
 
 
-def run_pair(env, workdir, extra) -> list[str]:
-  """A 2-process job run to the end; both must succeed. Returns each process's output."""
+def run_pair(env, workdir, extra, timeout=900) -> list[str]:
+  """A 2-process job run to the end; both must succeed. Returns each process's output. A job
+  whose processes wait on each other forever (one skipped a collective) is killed after
+  ``timeout`` seconds and fails the test."""
   procs = start_pair(env, workdir, extra)
-  outs = [p.communicate(timeout=900)[0] for p in procs]
+  try:
+    outs = [p.communicate(timeout=timeout)[0] for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()  # SIGKILL: a process stuck in a collective ignores the launcher's SIGTERM
   assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
   return outs
 
