@@ -39,21 +39,28 @@ class EvalLoop:
 
   def sample_and_grade(self, policy: Policy, problems, rng, desc: str = "eval") -> dict:
     """Per-problem arrays ``correct_PxN``, ``lengths_PxN``, ``truncated_PxN`` and the texts
-    (``completions``, P·N). Chunk i samples with ``fold_in(rng, i)``."""
+    (``completions``, P·N). Chunk i samples with ``fold_in(rng, i)``.
+
+    Multi-host: each process samples and grades the problems of each chunk whose rows its
+    devices hold (``distributed.problem_share``), so the sampler sees the one-process chunk;
+    the graded rows are gathered, and every process returns the same arrays."""
     n, size = self.num_samples, self.chunk_problems
     correct, lengths, truncated, texts = [], [], [], []
     starts = range(0, len(problems), size)
     bar = distributed.progress_bar(starts, self.progress, desc=desc, leave=False)
+    p0, p1 = distributed.problem_share(policy.mesh, size, n)
     for i, start in enumerate(bar):
       chunk = list(problems[start : start + size])
       real = len(chunk)
       chunk += [chunk[-1]] * (size - real)  # one compiled shape for every chunk
-      batch = self.rollout.eval_sample(policy, chunk, n, jax.random.fold_in(rng, i))
+      batch = self.rollout.eval_sample(policy, chunk[p0:p1], n, jax.random.fold_in(rng, i))
+      keys = ("rewards_N", "lengths_N", "truncated_N")
+      rows_N = distributed.gather_rows({k: getattr(batch, k) for k in keys})
       rows = real * n
-      correct.append(batch.rewards_N[:rows].reshape(real, n) > 0.5)
-      lengths.append(batch.lengths_N[:rows].reshape(real, n))
-      truncated.append(batch.truncated_N[:rows].reshape(real, n))
-      texts.extend(batch.completions_N[:rows])
+      correct.append(rows_N["rewards_N"][:rows].reshape(real, n) > 0.5)
+      lengths.append(rows_N["lengths_N"][:rows].reshape(real, n))
+      truncated.append(rows_N["truncated_N"][:rows].reshape(real, n))
+      texts.extend(distributed.gather_objects(batch.completions_N)[:rows])
     return {
       "correct_PxN": np.concatenate(correct),
       "lengths_PxN": np.concatenate(lengths),

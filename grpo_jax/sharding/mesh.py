@@ -151,6 +151,15 @@ def process_rows(mesh: Mesh, num_rows: int) -> tuple[int, int]:
   return r0, r1
 
 
+def process_row_blocks(mesh: Mesh) -> int:
+  """How many of a batch's ``batch_size_multiple(mesh)`` row blocks this process's devices
+  hold (all of them with one process): its rows must divide by it."""
+  if jax.process_count() == 1:
+    return batch_size_multiple(mesh)
+  index_map = batch_sharding(mesh).addressable_devices_indices_map((batch_size_multiple(mesh),))
+  return len({idx[0].start for idx in index_map.values()})
+
+
 def shard_batch(batch: dict, mesh: Mesh) -> dict:
   """This process's rows → global arrays, rows split over the batch axes.
 
@@ -165,13 +174,7 @@ def shard_batch(batch: dict, mesh: Mesh) -> dict:
   for k, v in batch.items():
     v = np.asarray(v)
     # Local rows n = (blocks held here / all blocks) · N.
-    held = len(
-      {
-        i[0].start
-        for i in sharding.addressable_devices_indices_map((batch_size_multiple(mesh),)).values()
-      }
-    )
-    global_rows = v.shape[0] * batch_size_multiple(mesh) // held
+    global_rows = v.shape[0] * batch_size_multiple(mesh) // process_row_blocks(mesh)
     out[k] = jax.make_array_from_process_local_data(sharding, v, (global_rows, *v.shape[1:]))
   return out
 

@@ -92,48 +92,61 @@ def _chunk_rows(task, start: int, previews: dict, problems, spec: PreviewSpec) -
 def write_presample(
   path, policy: Policy, task, spec: PreviewSpec, plan: PresamplePlan, log=print
 ) -> epath.Path:
-  """Draws K previews with ``policy`` (the initial one) for the prompts of ``plan``."""
+  """Draws K previews with ``policy`` (the initial one) for the prompts of ``plan``.
+
+  Multi-host: every process draws the previews of its share of each chunk's prompts
+  (``distributed.problem_share``: the sampler sees the one-process chunk), the previews are
+  gathered, process 0 writes the files, and every process returns once they are complete."""
   path, chunk, seed = epath.Path(path), plan.chunk, plan.seed
   num_prompts, progress = plan.num_prompts, plan.progress
   num_chunks = -(-num_prompts // chunk)
   meta = _meta(spec, num_chunks * chunk, chunk, seed)
-  if (path / "meta.json").exists():
+  if distributed.agree((path / "meta.json").exists()):
     load_presample(path, spec, meta["num_prompts"])  # validates; raises on a mismatch
     return path
+  primary = distributed.is_primary()
   parts = path / "parts"
-  parts.mkdir(parents=True, exist_ok=True)
-  done = sum((parts / f"{i:05d}" / DONE).exists() for i in range(num_chunks))
-  if done:
-    log(f"presample: resuming at chunk {done}/{num_chunks} in {path}")
+  if primary:
+    parts.mkdir(parents=True, exist_ok=True)
+  done = [distributed.agree((parts / f"{i:05d}" / DONE).exists()) for i in range(num_chunks)]
+  if any(done):
+    log(f"presample: resuming at chunk {sum(done)}/{num_chunks} in {path}")
   key = presample_key(seed)
+  p0, p1 = distributed.problem_share(policy.mesh, chunk, spec.num_previews)
   was_enabled = datasets.is_progress_bar_enabled()
   datasets.disable_progress_bars()  # one bar over chunks, not one per saved part
   try:
     for i in distributed.progress_bar(range(num_chunks), progress, desc="presample"):
       part = parts / f"{i:05d}"
-      if (part / DONE).exists():
+      if done[i]:
         continue
       problems = task.train_problems(i * chunk, chunk)
-      context_BxC, mask_BxC = make_context(*task.encode_prompts(problems), spec)
+      context_BxC, mask_BxC = make_context(*task.encode_prompts(problems[p0:p1]), spec)
       previews = draw_previews(
         policy, context_BxC, mask_BxC, jax.random.fold_in(key, i), spec, task.decode
       )
+      previews = distributed.gather_rows(previews)  # the chunk's previews, on every process
+      if not primary:
+        continue
       rows = _chunk_rows(task, i * chunk, previews, problems, spec)
       if part.exists():  # cut short by a kill
         part.rmtree()
       datasets.Dataset.from_dict(rows).save_to_disk(str(part))
       (part / DONE).write_text("")
-    merged = datasets.concatenate_datasets(
-      [datasets.load_from_disk(str(parts / f"{i:05d}")) for i in range(num_chunks)]
-    )
-    if (path / "data").exists():
-      (path / "data").rmtree()
-    merged.save_to_disk(str(path / "data"))
+    if primary:
+      merged = datasets.concatenate_datasets(
+        [datasets.load_from_disk(str(parts / f"{i:05d}")) for i in range(num_chunks)]
+      )
+      if (path / "data").exists():
+        (path / "data").rmtree()
+      merged.save_to_disk(str(path / "data"))
   finally:
     if was_enabled:
       datasets.enable_progress_bars()
-  paths.write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
-  parts.rmtree()
+  if primary:
+    paths.write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
+    parts.rmtree()
+  distributed.barrier("presample written")  # the others read it next
   log(f"presample: {meta['num_prompts']} prompts × {spec.num_previews} previews -> {path}")
   return path
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import numpy as np
 
 from grpo_jax import sharding as shard_lib
@@ -111,13 +110,17 @@ def draw_rows(
   ``policy.settings.max_new_tokens`` new tokens, stopping on ``stop_ids``); host arrays back
   (rows padded to a multiple of the batch devices by repeating the last row, then trimmed).
   ``prompt_share``: the rows come in aligned runs of that many identical contexts, each
-  prefilled once per device-local run (``sample(..., prompt_share=)``)."""
+  prefilled once per device-local run (``sample(..., prompt_share=)``).
+
+  Multi-host: the rows are this process's (``distributed.problem_share``), padded to a multiple
+  of its own devices, and so are the rows returned."""
   mesh, settings = policy.mesh, policy.settings
   n, devices = len(tokens_NxC), shard_lib.batch_size_multiple(mesh)
-  extra = -n % devices
+  extra = -n % shard_lib.process_row_blocks(mesh)
   pad_rows = lambda x: np.concatenate([x, np.repeat(x[-1:], extra, 0)]) if extra else x
   batch = shard_lib.shard_batch({"p": pad_rows(tokens_NxC), "m": pad_rows(mask_NxC)}, mesh)
-  out = jax.device_get(
+  num_rows = batch["p"].shape[0]  # every process's rows
+  out = shard_lib.local_rows(
     shard_lib.under_mesh(sample, mesh)(  # layout constraints apply (as in ``generate``)
       policy.graphdef,
       policy.params,
@@ -131,17 +134,18 @@ def draw_rows(
       top_k=settings.top_k,
       top_p=settings.top_p,
       # The padding rows copy the last row, so they extend its run.
-      prompt_share=group_run(prompt_share, n + extra, 1, devices),
+      prompt_share=group_run(prompt_share, num_rows, 1, devices),
       decode_slots=settings.decode_slots,
       row_blocks=devices,
-    )
+    ),
+    mesh,
   )
   return {
     "tokens_NxT": np.asarray(out.tokens_NxT)[:n],
     "mask_NxT": np.asarray(out.mask_NxT, np.int32)[:n],
     "logps_NxT": np.asarray(out.logps_NxT, np.float32)[:n],
     "truncated_N": np.asarray(out.truncated_N)[:n],
-    "decode_waste": loop_waste(out, settings, n + extra),
+    "decode_waste": loop_waste(out, settings, num_rows),
   }
 
 

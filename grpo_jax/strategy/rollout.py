@@ -29,6 +29,7 @@ from grpo_jax.strategy.presample import (
   write_presample,
 )
 from grpo_jax.strategy.stats import PreviewStats
+from grpo_jax.train import distributed
 from grpo_jax.train.batch import RolloutBatch
 
 
@@ -72,7 +73,7 @@ class TwoStageRollout:
     s, B = self.cfg.strategy, self.cfg.sampling.prompts_per_step
     path = epath.Path(s.presample_path or epath.Path(workdir) / "presample")
     num = presample_budget(self.cfg, shard_lib.batch_size_multiple(policy.mesh))
-    if not (path / "meta.json").exists():
+    if not distributed.agree((path / "meta.json").exists()):
       if step > 0:
         raise PresampleError(
           f"no presample at {path} and the run resumes at step {step}: the "
@@ -167,8 +168,11 @@ class TwoStageRollout:
     }
 
   def finish(self, workdir) -> None:
-    """Writes ``strategy_previews.json``: success rate per (normalised) preview."""
-    self.stats.write(epath.Path(workdir) / "strategy_previews.json")
+    """Writes ``strategy_previews.json``: success rate per (normalised) preview, counted over
+    every process's rows (process 0 writes)."""
+    stats = PreviewStats.merge(distributed.gather_objects([dict(self.stats.counts)]))
+    if distributed.is_primary():
+      stats.write(epath.Path(workdir) / "strategy_previews.json")
 
 
 __all__ = ["TwoStageRollout", "presample_budget"]

@@ -22,6 +22,16 @@ class PreviewStats:
       entry[0] += 1
       entry[1] += float(r)
 
+  @classmethod
+  def merge(cls, counts: list[dict]) -> PreviewStats:
+    """Stats over ``counts`` (the ``counts`` of several processes' stats, e.g. gathered)."""
+    out = cls()
+    for part in counts:
+      for preview, (n, total) in part.items():
+        out.counts[preview][0] += n
+        out.counts[preview][1] += total
+    return out
+
   def table(self, top: int = 50) -> list[dict]:
     """The ``top`` most used previews with their success rate, most used first."""
     rows = sorted(self.counts.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]

@@ -13,6 +13,20 @@ the mesh spans all hosts. The division of labour:
               HA-DW anchors and loss denominators inside the jitted update see the global batch;
   width       the update's width is the longest completion over every process's rows
               (``global_max``), so all processes run the same compiled update;
+  DAPO        dynamic sampling gathers each round's rows on every process (``RowExchange``),
+              so all keep the same groups in prompt order and stop after the same round as
+              one process; each then takes its rows of the step's batch; ``dapo/*`` metrics
+              are the job's, per-process rollout metrics are averaged
+              (``mean_over_processes``);
+  previews    strategy previews, online or presampled, are drawn by each process for its own
+              prompts; ``--mode=presample`` runs on every process, each drawing its part of
+              every chunk (``problem_share``), the chunk is gathered and process 0 writes it;
+              the per-preview success counts are merged before process 0 writes them;
+  warm start  every process draws the SFT batch and feeds the rows its devices hold;
+  evaluation  each process samples and grades its problems of every chunk (``problem_share``;
+              chunks the same shape everywhere, so the sampler sees the one-process chunk), the
+              graded rows and texts are gathered (``gather_rows``, ``gather_objects``), every
+              process returns the same summary and process 0 writes ``eval/``;
   files       metrics, JSON and plots are written by process 0 only (``is_primary``);
   console     progress bars and log lines come from process 0 only (``progress_bar``,
               ``primary_log``);
@@ -26,6 +40,7 @@ the same command on every host resumes from the last checkpoint.
 from __future__ import annotations
 
 import os
+import pickle
 
 import jax
 import numpy as np
@@ -119,6 +134,23 @@ def offset_ids(batch, first_problem: int, units: dict[str, int]):
   return batch.replace(**changes)
 
 
+def problem_share(mesh, num_problems: int, rows_per_problem: int) -> tuple[int, int]:
+  """[p0, p1): the problems of a ``num_problems``-problem sampler call (``rows_per_problem``
+  consecutive rows each) whose rows this process's devices hold; (0, num_problems) with one
+  process. Raises when a problem's rows would straddle two processes."""
+  if jax.process_count() == 1:
+    return 0, num_problems
+  from grpo_jax import sharding as shard_lib  # noqa: PLC0415
+
+  r0, r1 = shard_lib.process_rows(mesh, num_problems * rows_per_problem)
+  if r0 % rows_per_problem or r1 % rows_per_problem:
+    raise ValueError(
+      f"process {jax.process_index()} holds rows [{r0}, {r1}), not whole groups of "
+      f"{rows_per_problem}; choose the batch or the mesh so groups do not straddle hosts"
+    )
+  return r0 // rows_per_problem, r1 // rows_per_problem
+
+
 def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None, units=None):
   """Wraps ``(rollout_fn, problems_fn)`` of ``dynamic_sampling.sample_batch`` so each process
   samples and grades only the prompts whose G rows its devices hold
@@ -127,24 +159,13 @@ def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None, unit
   with one process."""
   if jax.process_count() == 1:
     return rollout_fn, problems_fn
-  if cfg is not None and cfg.dapo.dynamic_sampling:
-    raise NotImplementedError(
-      "dapo.dynamic_sampling needs a job-wide count of kept groups; not supported multi-host"
-    )
-  from grpo_jax import sharding as shard_lib  # noqa: PLC0415
-
   units = id_units(cfg) if units is None else units
   first = {}
 
   def local_problems(start, count):
-    r0, r1 = shard_lib.process_rows(mesh, count * group_size)
-    if r0 % group_size or r1 % group_size:
-      raise ValueError(
-        f"process {jax.process_index()} holds rows [{r0}, {r1}), not whole groups of "
-        f"{group_size}; choose prompts_per_step or the mesh so groups do not straddle hosts"
-      )
-    first["problem"] = r0 // group_size
-    return problems_fn(start + r0 // group_size, (r1 - r0) // group_size)
+    p0, p1 = problem_share(mesh, count, group_size)
+    first["problem"] = p0
+    return problems_fn(start + p0, p1 - p0)
 
   def local_rollout(problems, rng):
     return offset_ids(rollout_fn(problems, rng), first.get("problem", 0), units)
@@ -170,3 +191,101 @@ def global_max(value: int) -> int:
   from jax.experimental import multihost_utils  # noqa: PLC0415
 
   return int(np.max(multihost_utils.process_allgather(np.asarray(int(value), np.int32))))
+
+
+def barrier(name: str) -> None:
+  """Waits until every process reaches ``name`` (e.g. process 0 has written a file the others
+  read next). A no-op with one process."""
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    multihost_utils.sync_global_devices(name)
+
+
+def gather_rows(arrays: dict) -> dict:
+  """Every process's rows of each host array of ``arrays``, concatenated in process order, on
+  every process: the global rows when each process holds its contiguous block of equal size
+  (``grpo_jax.sharding.process_rows``). The input itself with one process."""
+  if jax.process_count() == 1:
+    return dict(arrays)
+  from jax.experimental import multihost_utils  # noqa: PLC0415
+
+  out = {}
+  for key, value in arrays.items():
+    value = np.asarray(value)
+    wire = value.astype(np.uint8) if value.dtype == np.bool_ else value  # collectives: no bool
+    got = np.asarray(multihost_utils.process_allgather(wire, tiled=True))
+    out[key] = got.astype(value.dtype)
+  return out
+
+
+def encode_objects(items: list, width: int) -> tuple[np.ndarray, np.ndarray]:
+  """Pickled ``items`` as uint8 rows ``[n, width]`` (zero-padded) and their byte counts: Python
+  objects (texts, problems) in a form that array collectives carry."""
+  blobs = [pickle.dumps(x) for x in items]
+  bytes_NxW = np.zeros((len(blobs), width), np.uint8)
+  for i, blob in enumerate(blobs):
+    bytes_NxW[i, : len(blob)] = np.frombuffer(blob, np.uint8)
+  return bytes_NxW, np.asarray([len(b) for b in blobs], np.int32)
+
+
+def decode_objects(bytes_NxW: np.ndarray, lengths_N: np.ndarray) -> list:
+  """The objects :func:`encode_objects` packed."""
+  return [pickle.loads(row[:n].tobytes()) for row, n in zip(bytes_NxW, lengths_N)]
+
+
+def gather_objects(items: list) -> list:
+  """Every process's ``items`` (the same count on each), concatenated in process order, on
+  every process: :func:`gather_rows` for picklable objects. ``items`` with one process."""
+  if jax.process_count() == 1:
+    return list(items)
+  width = global_max(max((len(pickle.dumps(x)) for x in items), default=0))
+  bytes_NxW, lengths_N = encode_objects(items, max(width, 1))
+  got = gather_rows({"bytes_NxW": bytes_NxW, "lengths_N": lengths_N})
+  return decode_objects(got["bytes_NxW"], got["lengths_N"])
+
+
+def mean_over_processes(values: dict[str, float]) -> dict[str, float]:
+  """Each float of ``values`` (the same keys on every process) averaged over the processes:
+  per-process statistics of equal shares (e.g. a rollout's decode waste) made job-wide."""
+  if jax.process_count() == 1 or not values:
+    return dict(values)
+  keys = sorted(values)
+  got = gather_rows({"v": np.asarray([[float(values[k]) for k in keys]], np.float32)})["v"]
+  return dict(zip(keys, (float(x) for x in got.mean(0))))
+
+
+class RowExchange:
+  """How ``dynamic_sampling.sample_batch`` sees the other processes of the job: each process
+  samples its share of a round (:func:`process_share`), ``gather`` makes the round's batch
+  global on every process (so every process picks the same groups and stops after the same
+  round as one process would), ``local`` takes this process's rows of the step's batch back.
+  Every method is the identity with one process."""
+
+  def __init__(self, mesh=None):
+    self.mesh = mesh
+
+  def gather(self, batch):
+    """The job's rows of ``batch`` (a ``RolloutBatch`` with job-wide ids), texts included."""
+    if jax.process_count() == 1:
+      return batch
+    keys = [k for k in ("completions_N", "problems_N") if getattr(batch, k)]
+    texts = {k: gather_objects(getattr(batch, k)) for k in keys}
+    return batch.replace(**gather_rows(batch.arrays()), **texts)
+
+  def gather_arrays(self, arrays: dict) -> dict:
+    """:func:`gather_rows`."""
+    return gather_rows(arrays)
+
+  def mean(self, values: dict) -> dict:
+    """:func:`mean_over_processes`."""
+    return mean_over_processes(values)
+
+  def local(self, batch):
+    """This process's rows of a job-wide ``batch`` (the rows its devices hold)."""
+    if jax.process_count() == 1:
+      return batch
+    from grpo_jax import sharding as shard_lib  # noqa: PLC0415
+
+    r0, r1 = shard_lib.process_rows(self.mesh, batch.num_rows)
+    return batch.take(np.arange(r0, r1), np.ones(r1 - r0, bool))

@@ -27,6 +27,11 @@ within ``sampling.max_new_tokens``; in the two-stage layout preview ⊕ completi
 completion after a short preview ends before the last column, so the packed rows cannot tell)
 and ``lengths_N`` (the completion length L_i, never the preview).
 
+Multi-host (``exchange``, ``distributed.RowExchange``): each process samples its share of every
+round; dynamic sampling gathers the round's rows, so every process keeps the groups one process
+would keep, in prompt order, and stops after the same round, then takes its own rows of the
+B·G. The metrics and y_t are the job's.
+
 Filtering uses the shaped rewards (the ones the advantages see; verl's DAPO recipe filters on
 accuracy by default). Group and subgroup ids are renumbered densely over the kept rows. The
 batch's ``metrics`` gain ``dapo/*`` and ``response/truncated_frac``.
@@ -122,8 +127,34 @@ def max_prompts_per_step(cfg, row_multiple: int = 1) -> int:
   return prompts_per_round(cfg, row_multiple) * max(rounds, 1)
 
 
+def step_metrics(rounds: list[dict], out: dict, kept: int) -> dict:
+  """``dapo/*`` and ``response/truncated_frac`` of a step from its rounds' per-row arrays
+  (``rewards_N``, ``accuracy_N``, ``group_ids_N``) and the step batch's (``group_ids_N``,
+  ``truncated_N``, ``loss_mask_N``), every one over the job's rows; ``kept``: groups kept."""
+  real_N = out["group_ids_N"] >= 0
+  real_mean = lambda x_N: float(np.mean(x_N[real_N])) if real_N.any() else 0.0
+  raw_N = np.concatenate([r["accuracy_N"] for r in rounds])
+  shaped_N = np.concatenate([r["rewards_N"] for r in rounds])
+  sampled = sum(len(np.unique(r["group_ids_N"][r["group_ids_N"] >= 0])) for r in rounds)
+  informative = sum(len(informative_groups(r["rewards_N"], r["group_ids_N"])) for r in rounds)
+  return {
+    "response/truncated_frac": real_mean(out["truncated_N"]),
+    "dapo/kept_groups": float(kept),
+    "dapo/rounds": float(len(rounds)),
+    "dapo/sampled_groups": float(sampled),
+    "dapo/informative_frac": informative / max(sampled, 1),
+    "dapo/sampled_reward_mean": float(np.mean(raw_N)),
+    "dapo/overlong_filtered_frac": real_mean(1.0 - out["loss_mask_N"]),
+    "dapo/overlong_penalty_mean": float(np.mean(shaped_N - raw_N)),
+  }
+
+
+# The per-row facts :func:`step_metrics` reads.
+VIEW_KEYS = ("rewards_N", "accuracy_N", "group_ids_N", "truncated_N", "loss_mask_N")
+
+
 def sample_batch(
-  rollout_fn, problems_fn, cursor: int, rng, cfg, row_multiple: int = 1
+  rollout_fn, problems_fn, cursor: int, rng, cfg, row_multiple: int = 1, exchange=None
 ) -> tuple[RolloutBatch, int]:
   """One step's training batch (B·G rows) with DAPO's shaping; see the module docstring.
 
@@ -134,16 +165,23 @@ def sample_batch(
     rng: the step's sampling key; round k > 0 uses ``fold_in(rng, k)``.
     cfg: the experiment config (``sampling`` and ``dapo`` groups).
     row_multiple: data-parallel device count; every rollout's rows divide by it.
+    exchange: multi-host, a ``distributed.RowExchange``: ``rollout_fn`` / ``problems_fn`` give
+      this process's share (``distributed.process_share``); each round's rows are gathered so
+      the kept groups, the rounds and the metrics are the job's, and the batch returned holds
+      this process's rows of the step's B·G. None: one process.
 
   Returns:
     (batch, consumed): the batch with ``loss_mask_N``, ``accuracy_N`` (raw accuracy, 0 on
     padding) and ``step_accuracy`` (y_t over every sampled row); texts of the kept rows
-    ('' / None for padding); ``metrics``: the first round's rollout metrics,
-    ``response/truncated_frac`` over real rows, ``dapo/kept_groups``, ``dapo/rounds``,
-    ``dapo/sampled_groups``, ``dapo/informative_frac``, ``dapo/sampled_reward_mean`` (over
-    every sampled row), ``dapo/overlong_filtered_frac``, ``dapo/overlong_penalty_mean``.
-    ``consumed``: prompts drawn from the stream.
+    ('' / None for padding); ``metrics``: the first round's rollout metrics (averaged over
+    processes), ``response/truncated_frac`` over real rows, ``dapo/kept_groups``,
+    ``dapo/rounds``, ``dapo/sampled_groups``, ``dapo/informative_frac``,
+    ``dapo/sampled_reward_mean`` (over every sampled row), ``dapo/overlong_filtered_frac``,
+    ``dapo/overlong_penalty_mean``. ``consumed``: prompts drawn from the stream.
   """
+  from grpo_jax.train.distributed import RowExchange  # noqa: PLC0415
+
+  exchange = RowExchange() if exchange is None else exchange
   dapo = cfg.dapo
   B, G = int(cfg.sampling.prompts_per_step), int(cfg.sampling.group_size)
   count = prompts_per_round(cfg, row_multiple)
@@ -151,48 +189,44 @@ def sample_batch(
   if rounds < 1:
     raise ValueError(f"dapo.max_sampling_rounds must be >= 1, got {rounds}")
 
-  batches, picks, informative = [], [], 0
+  # Dynamic sampling selects from the job's rows of every round; without it the batch is this
+  # process's rows of the one round and only the per-row facts the metrics read are gathered.
+  batches, views, picks = [], [], []
   for k in range(rounds):
     problems = problems_fn(cursor + k * count, count)
     batch = rollout_fn(problems, rng if k == 0 else jax.random.fold_in(rng, k))
     batch = _shape_round(batch, cfg)
-    batches.append(batch)
-    signal = informative_groups(batch.rewards_N, batch.group_ids_N)
-    informative += len(signal)
     if dapo.dynamic_sampling:
-      kept = signal
+      batch = exchange.gather(batch)
+      view = {key: getattr(batch, key) for key in VIEW_KEYS}
+      kept = informative_groups(batch.rewards_N, batch.group_ids_N)
     else:
-      kept = np.unique(batch.group_ids_N)
+      view = exchange.gather_arrays({key: getattr(batch, key) for key in VIEW_KEYS})
+      kept = np.unique(view["group_ids_N"])
       kept = kept[kept >= 0]
+    batches.append(batch)
+    views.append(view)
     picks += [(k, int(g)) for g in kept]
     if len(picks) >= B:
       break
   picks = picks[:B]
-  sampled_groups = sum(len(np.unique(b.group_ids_N[b.group_ids_N >= 0])) for b in batches)
   if len(picks) < B and dapo.require_full_batch:
+    sampled = sum(len(np.unique(v["group_ids_N"][v["group_ids_N"] >= 0])) for v in views)
     raise RuntimeError(
       f"dynamic sampling kept {len(picks)} of {B} groups after {len(batches)} rounds "
-      f"({sampled_groups} groups sampled); raise dapo.max_sampling_rounds or "
+      f"({sampled} groups sampled); raise dapo.max_sampling_rounds or "
       "dapo.oversample, or set dapo.require_full_batch = False"
     )
 
-  out = _select(batches, picks, B * G) if dapo.dynamic_sampling else batches[0]
-  real_N = out.group_ids_N >= 0
-  raw_N = concat_rows(batches, "accuracy_N")
-  shaped_N = concat_rows(batches, "rewards_N")
-  real_mean = lambda x_N: float(np.mean(x_N[real_N])) if real_N.any() else 0.0
-  metrics = {
-    **batches[0].metrics,
-    "response/truncated_frac": real_mean(out.truncated_N),
-    "dapo/kept_groups": float(len(picks)),
-    "dapo/rounds": float(len(batches)),
-    "dapo/sampled_groups": float(sampled_groups),
-    "dapo/informative_frac": informative / max(sampled_groups, 1),
-    "dapo/sampled_reward_mean": float(np.mean(raw_N)),
-    "dapo/overlong_filtered_frac": real_mean(1.0 - out.loss_mask_N),
-    "dapo/overlong_penalty_mean": float(np.mean(shaped_N - raw_N)),
-  }
+  if dapo.dynamic_sampling:
+    out = _select(batches, picks, B * G)
+    out_view = {key: getattr(out, key) for key in VIEW_KEYS}
+    out = exchange.local(out)
+  else:
+    out, out_view = batches[0], views[0]
+  metrics = {**exchange.mean(batches[0].metrics), **step_metrics(views, out_view, len(picks))}
   # HA-DW's batch accuracy y_t covers every sampled response, dropped groups included, before
   # reward shaping (METHODS §3).
+  raw_N = np.concatenate([v["accuracy_N"] for v in views])
   step_accuracy = float(np.float32(np.mean(raw_N)))
   return out.replace(step_accuracy=step_accuracy, metrics=metrics), count * len(batches)

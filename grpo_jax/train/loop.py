@@ -260,6 +260,7 @@ def train(
         keys["sample"],
         cfg,
         row_multiple=shard_lib.batch_size_multiple(mesh),
+        exchange=distributed.RowExchange(mesh),  # job-wide kept groups and metrics
       )
       t1 = time.time()
       if cfg.loss.share_prompt:

@@ -71,11 +71,14 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
     tokens_BxL, input_mask_BxL, loss_mask_BxL = task.sft_batch(
       SFT_STREAM_START + step * ws.batch_size, ws.batch_size, rng
     )
+    # Every process draws the step's rows (one random stream) and hands over those its
+    # devices hold: the global batch is the one-process batch.
+    r0, r1 = shard_lib.process_rows(mesh, ws.batch_size)
     batch = shard_lib.shard_batch(
       {
-        "tokens_BxL": tokens_BxL,
-        "input_mask_BxL": input_mask_BxL,
-        "loss_mask_BxL": loss_mask_BxL,
+        "tokens_BxL": tokens_BxL[r0:r1],
+        "input_mask_BxL": input_mask_BxL[r0:r1],
+        "loss_mask_BxL": loss_mask_BxL[r0:r1],
       },
       mesh,
     )

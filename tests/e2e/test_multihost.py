@@ -5,122 +5,33 @@
 import json
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
+from multihost_launch import assert_same_run, final, port, run_pair, run_single, start_pair
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-WORKER = [
-  sys.executable,
-  str(ROOT / "tests/multihost_worker.py"),
-  "--config",
-  str(ROOT / "configs/tiny_test.py"),
-]
-OVERRIDES = [
-  "--config.eval.before=false",
-  "--config.eval.after=false",
-  "--config.logging.tensorboard=false",
-  "--config.logging.plot=false",
-  "--config.optimizer.warmup_steps=0",
-  "--config.optimizer.learning_rate=1e-3",
-  "--config.loss.kl_coef=0.05",
-  "--config.mesh.fsdp=2",
-]
-
-
-def _port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def _start_pair(env, workdir, extra, heartbeat=10):
-  address = f"127.0.0.1:{_port()}"
-  return [
-    subprocess.Popen(
-      WORKER
-      + [
-        "--workdir",
-        str(workdir),
-        f"--coordinator_address={address}",
-        "--num_processes=2",
-        f"--process_id={i}",
-        f"--heartbeat_timeout={heartbeat}",
-      ]
-      + OVERRIDES
-      + extra,
-      env=env(4),
-      stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT,
-      text=True,
-    )
-    for i in range(2)
-  ]
-
-
-def _single(env, workdir, extra):
-  proc = subprocess.run(
-    WORKER + ["--workdir", str(workdir)] + OVERRIDES + extra,
-    env=env(8),
-    capture_output=True,
-    text=True,
-    timeout=900,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-
-
-def _final(workdir):
-  steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
-  path = workdir / "checkpoints" / str(steps[-1]) / "default"
-  ckpt = ocp.StandardCheckpointer()
-  # Restore onto this process's first device, whatever topology wrote the checkpoint.
-  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  meta = ckpt.metadata(path).item_metadata
-  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), meta)
-  return ckpt.restore(path, target), steps[-1]
-
-
-def _metrics(workdir):
-  return [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
-
-
-def _assert_same_run(a, b):
-  (sa, na), (sb, nb) = _final(a), _final(b)
-  assert na == nb
-  for x, y in zip(jax.tree.leaves(sa["params"]), jax.tree.leaves(sb["params"])):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
-  ma, mb = _metrics(a), _metrics(b)
-  assert [m["step"] for m in ma] == [m["step"] for m in mb]
-  for key in ("loss/total", "reward/mean", "grad/norm", "adv/abs_mean"):
-    np.testing.assert_allclose(
-      [m[key] for m in ma], [m[key] for m in mb], rtol=1e-5, atol=1e-7, err_msg=key
-    )
-  assert any(m["grad/norm"] > 0 for m in ma)
 
 
 @pytest.mark.slow
 def test_two_processes_match_one_and_resume_after_a_kill(tmp_path, launcher_env):
   extra = ["--config.steps=6", "--config.checkpoint.every=2"]
   single = tmp_path / "single"
-  _single(launcher_env, single, extra)
+  run_single(launcher_env, single, extra)
 
   # 1. Two processes × four devices: the same run.
   pair = tmp_path / "pair"
-  procs = _start_pair(launcher_env, pair, extra)
-  outs = [p.communicate(timeout=900)[0] for p in procs]
-  assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
-  _assert_same_run(single, pair)
+  run_pair(launcher_env, pair, extra)
+  assert_same_run(single, pair)
   assert not (pair / "metrics.jsonl.1").exists()  # one writer
 
   # 2. Kill process 1 mid-run: process 0 must exit with an error, not hang.
   killed = tmp_path / "killed"
-  procs = _start_pair(launcher_env, killed, extra)
+  procs = start_pair(launcher_env, killed, extra)
   deadline = time.time() + 600
   while time.time() < deadline and procs[1].poll() is None:
     metrics = killed / "metrics.jsonl"
@@ -134,15 +45,13 @@ def test_two_processes_match_one_and_resume_after_a_kill(tmp_path, launcher_env)
   procs[0].communicate(timeout=300)
   assert procs[0].returncode != 0
   assert time.time() - t_kill < 240
-  _, last = _final(killed)
+  _, last = final(killed)
   assert last < 6
 
   # 3. Rerun both: resumes from the checkpoint and ends where the uninterrupted run ended.
-  procs = _start_pair(launcher_env, killed, extra)
-  outs = [p.communicate(timeout=900)[0] for p in procs]
-  assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+  outs = run_pair(launcher_env, killed, extra)
   assert "resumed from checkpoint" in outs[0]
-  _assert_same_run(single, killed)
+  assert_same_run(single, killed)
 
 
 @pytest.mark.slow
@@ -152,11 +61,9 @@ def test_two_processes_reduce_micro_batch_gradients_once(tmp_path, launcher_env)
   both processes; the run equals one process × eight devices."""
   extra = ["--config.steps=2", "--config.mesh.fsdp=1", "--config.loss.micro_batch_size=16"]
   single, pair = tmp_path / "single", tmp_path / "pair"
-  _single(launcher_env, single, extra)
-  procs = _start_pair(launcher_env, pair, extra)
-  outs = [p.communicate(timeout=900)[0] for p in procs]
-  assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
-  _assert_same_run(single, pair)
+  run_single(launcher_env, single, extra)
+  run_pair(launcher_env, pair, extra)
+  assert_same_run(single, pair)
   config = json.loads((pair / "config.json").read_text())
   assert (
     config["config"]["mesh"]["fsdp"] == 1 and config["config"]["loss"]["micro_batch_size"] == 16
@@ -235,7 +142,7 @@ print("width", *LengthAwareUpdate(None, None, 4).width(batch))
 def test_processes_agree_on_the_update_width(launcher_env):
   """Process 0's own rows fit width 4 of (2, 4, 8, 16), process 1's need 16: both cut to 16
   (the longest completion over every process), so both run the same compiled update."""
-  address = f"127.0.0.1:{_port()}"
+  address = f"127.0.0.1:{port()}"
   procs = [
     subprocess.Popen(
       [sys.executable, "-c", WIDTH_WORKER, str(i), address],

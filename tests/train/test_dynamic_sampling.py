@@ -1,12 +1,15 @@
 """DAPO batch shaping around a rollout: dynamic sampling, overlong filter and penalty."""
 
+import threading
+
 import jax
 import numpy as np
 import pytest
 
 from grpo_jax.config import base_config
+from grpo_jax.train import distributed
 from grpo_jax.train import dynamic_sampling as ds
-from grpo_jax.train.batch import RolloutBatch
+from grpo_jax.train.batch import ARRAYS, RolloutBatch
 
 P, T, EOS, PAD = 2, 10, 1, 0
 
@@ -315,3 +318,104 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
   np.testing.assert_allclose(
     shaped / plain, lam * np.array([1 / q, q, q, 1 / q, q, 1 / q, 1 / q, q]), rtol=1e-5
   )
+
+
+class ThreadExchange:
+  """``distributed.RowExchange`` of process p of P where the processes are threads: each
+  exchange posts its value on the shared ``board`` and reads every thread's."""
+
+  def __init__(self, p, num, board, barrier):
+    self.p, self.num, self.board, self.barrier = p, num, board, barrier
+
+  def _all(self, value):
+    self.board[self.p] = value
+    self.barrier.wait()
+    out = list(self.board)
+    self.barrier.wait()  # nobody posts the next value before every thread has read this one
+    return out
+
+  def gather(self, batch):
+    parts = self._all(batch)
+    return parts[0].replace(
+      **{k: np.concatenate([getattr(b, k) for b in parts]) for k in ARRAYS},
+      completions_N=[t for b in parts for t in b.completions_N],
+      problems_N=[x for b in parts for x in b.problems_N],
+    )
+
+  def gather_arrays(self, arrays):
+    parts = self._all(arrays)
+    return {k: np.concatenate([a[k] for a in parts]) for k in arrays}
+
+  def mean(self, values):
+    parts = self._all(values)
+    return {k: float(np.mean([v[k] for v in parts])) for k in values}
+
+  def local(self, batch):
+    n = batch.num_rows // self.num
+    return batch.take(np.arange(self.p * n, (self.p + 1) * n), np.ones(n, bool))
+
+
+def _share(rollout_fn, p, num):
+  """Process p's ``(rollout_fn, problems_fn)`` of ``num``: the p-th equal part of each round's
+  prompts, group ids offset to the job's (``distributed.process_share`` without a mesh)."""
+  first = {}
+
+  def local_problems(start, count):
+    first["problem"] = p * count // num
+    return problems_fn(start + first["problem"], count // num)
+
+  def local_rollout(problems, rng):
+    units = {"group_ids_N": 1, "subgroup_ids_N": 1}
+    return distributed.offset_ids(rollout_fn(problems, rng), first["problem"], units)
+
+  return local_rollout, local_problems
+
+
+def _sample_on_threads(cfg, num):
+  """``sample_batch`` as ``num`` processes (threads) run it: each one's (batch, consumed)."""
+  board, barrier = [None] * num, threading.Barrier(num)
+  outs, errors = [None] * num, []
+
+  def run(p):
+    try:
+      local = _share(fake_rollout(LENGTHS)[0], p, num)
+      exchange = ThreadExchange(p, num, board, barrier)
+      outs[p] = ds.sample_batch(*local, 0, jax.random.PRNGKey(0), cfg, exchange=exchange)
+    except Exception as e:  # noqa: BLE001 (re-raised below)
+      errors.append(e)
+      barrier.abort()
+
+  threads = [threading.Thread(target=run, args=(p,)) for p in range(num)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  if errors:
+    raise errors[0]
+  return outs
+
+
+# Problem 0 mod 4 is truncated (no EOS), the others are not: the processes' halves differ.
+LENGTHS = [(T, T), (3, 5), (3, 5), (3, 5)]
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_processes_keep_the_groups_one_process_keeps(monkeypatch, dynamic):
+  """Two processes sampling half of each round's prompts: the groups kept, the rounds, the
+  prompts consumed, y_t and the dapo/* metrics are the one-process run's, and each process
+  holds its half of that run's batch rows."""
+  cfg = make_cfg(dynamic_sampling=dynamic, max_sampling_rounds=5)
+  single, consumed = ds.sample_batch(
+    fake_rollout(LENGTHS)[0], problems_fn, 0, jax.random.PRNGKey(0), cfg
+  )
+  monkeypatch.setattr(jax, "process_count", lambda: 2)  # ids are job-wide (RolloutBatch.validate)
+  outs = _sample_on_threads(cfg, 2)
+  assert [c for _, c in outs] == [consumed] * 2
+  for key, value in single.arrays().items():
+    np.testing.assert_array_equal(np.concatenate([getattr(b, key) for b, _ in outs]), value, key)
+  assert [x for b, _ in outs for x in b.problems_N] == single.problems_N
+  for batch, _ in outs:
+    assert batch.metrics == single.metrics and batch.step_accuracy == single.step_accuracy
+  assert 0 < single.metrics["response/truncated_frac"] < 1
+  if dynamic:
+    assert single.metrics["dapo/rounds"] == 2 and single.metrics["dapo/kept_groups"] == 4

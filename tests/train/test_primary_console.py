@@ -38,7 +38,8 @@ class _FakeRollout:
 
 def test_eval_bar_only_on_process_0(primary, capsys):
   eval_loop = EvalLoop(_FakeRollout(), num_samples=2, chunk_problems=2, progress=True)
-  out = eval_loop.sample_and_grade(None, list(range(5)), jax.random.PRNGKey(0), desc="evalbar")
+  policy = types.SimpleNamespace(mesh=None)  # no model; one process
+  out = eval_loop.sample_and_grade(policy, list(range(5)), jax.random.PRNGKey(0), desc="evalbar")
   assert out["correct_PxN"].shape == (5, 2)
   assert ("evalbar" in capsys.readouterr().err) is primary
 
