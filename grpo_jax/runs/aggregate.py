@@ -18,7 +18,6 @@ import io
 import json
 import math
 
-
 import numpy as np
 from etils import epath
 

@@ -17,7 +17,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from test_multihost import _final
+from multihost_launch import final as _final
 
 from grpo_jax.runs import ray_sweep
 

@@ -41,8 +41,10 @@ def test_power_matches_a_simulated_paired_t_test():
 
 def test_seeds_needed_and_detectable_effect_are_inverse():
   n = power.seeds_needed(0.03, 0.02, family=6)
-  assert power.power_paired(n, 0.03, 0.02, 0.05 / 6) >= 0.8 > power.power_paired(
-    n - 1, 0.03, 0.02, 0.05 / 6
+  assert (
+    power.power_paired(n, 0.03, 0.02, 0.05 / 6)
+    >= 0.8
+    > power.power_paired(n - 1, 0.03, 0.02, 0.05 / 6)
   )
   # Normal approximation ((z_{1-α/2m} + z_0.8)·sd/δ)² is a lower bound a few seeds below.
   approx = ((stats.norm.ppf(1 - 0.05 / 12) + stats.norm.ppf(0.8)) * 0.03 / 0.02) ** 2

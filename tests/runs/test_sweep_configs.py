@@ -7,9 +7,9 @@ import jax
 import pytest
 
 from grpo_jax import models
+from grpo_jax.config import files as config_file
 from grpo_jax.planning import dry_run
 from grpo_jax.runs import sweep
-from grpo_jax.config import files as config_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("*.py"))
