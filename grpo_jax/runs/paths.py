@@ -12,6 +12,7 @@ request (objects are replaced whole).
 from __future__ import annotations
 
 import os
+import tempfile
 
 from etils import epath
 
@@ -27,6 +28,13 @@ def absolute(p: PathLike) -> epath.Path:
   """A local path made absolute (orbax needs one); a URI as it is (``epath``'s ``resolve``
   would prefix the working directory)."""
   return epath.Path(p) if is_uri(p) else epath.Path(os.path.abspath(os.fspath(p)))
+
+
+def local_staging(p: PathLike, kind: str) -> str:
+  """A local folder for tools that write only local files (W&B, process logs) about the run
+  directory ``p``: ``<tmp>/grpo_jax_<kind>/<bucket path>`` for a URI. Callers use ``p``
+  itself when it is local."""
+  return os.path.join(tempfile.gettempdir(), f"grpo_jax_{kind}", os.fspath(p).split("://", 1)[1])
 
 
 def append_text(p: PathLike, text: str) -> None:

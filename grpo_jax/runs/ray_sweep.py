@@ -92,9 +92,7 @@ def local_log_dir(run_dir) -> str:
   directory a local folder (a log is appended line by line), copied into the bucket after each
   attempt."""
   if paths.is_uri(run_dir):
-    import tempfile
-
-    return os.path.join(tempfile.gettempdir(), "grpo_jax_logs", str(run_dir).split("://")[1])
+    return paths.local_staging(run_dir, "logs")
   return os.path.join(str(run_dir), "logs")
 
 

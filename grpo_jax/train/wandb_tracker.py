@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import uuid
 
 from etils import epath
@@ -41,7 +40,7 @@ class WandbTracker:
     workdir = epath.Path(workdir)
     local = str(workdir)
     if paths.is_uri(workdir):
-      local = os.path.join(tempfile.gettempdir(), "grpo_jax_wandb", str(workdir).split("://")[1])
+      local = paths.local_staging(workdir, "wandb")
       os.makedirs(local, exist_ok=True)
     lg = cfg.logging
     self.run = module.init(
