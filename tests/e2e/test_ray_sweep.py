@@ -114,6 +114,9 @@ def ray_cluster(tmp_path, launcher_env):
   temp = pathlib.Path("/tmp") / f"ray_{port}"  # short: Ray's socket paths have a length limit
   start = [*RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}"]
   start += ["--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"]
+  # The members pass nothing through Ray's object store: keep its shared memory small (its
+  # default, 30% of RAM, crowds the suite's other worker).
+  start += [f"--object-store-memory={200 * 2**20}"]
   start += [f"--temp-dir={temp}"]
   env = dict(launcher_env(4), RAY_USAGE_STATS_ENABLED="0")
   subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
