@@ -56,7 +56,8 @@ def power_paired(n: int, sd: float, effect: float, alpha: float = 0.05) -> float
     return 0.0
   df, nc = n - 1, effect * math.sqrt(n) / sd
   crit = float(stats.t.ppf(1 - alpha / 2, df))
-  return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+  # P(T < −crit; nc) as P(T > crit; −nc): scipy's nct.cdf returns NaN deep in the lower tail.
+  return float(stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc))
 
 
 def seeds_needed(

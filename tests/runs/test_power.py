@@ -83,3 +83,12 @@ def test_script_reports_the_condition_and_a_design(small_csv):
   assert seeds[0] > seeds[1] > 0  # longer runs, fewer seeds in the same budget
   # 3 h / (30 s + 25 × 1.2 s) / 2 conditions = 90 seeds at 25 steps.
   assert seeds[0] == 90
+
+
+def test_power_is_finite_where_scipys_lower_tail_is_not():
+  # nct.cdf(−crit, 2, 7.48) is NaN in scipy; the lower tail there is ~0, so power = upper tail.
+  df, nc = 2, 0.0864109559169077 * np.sqrt(3) / 0.02
+  crit = stats.t.ppf(1 - 0.025 / 2, df)
+  got = power.power_paired(3, 0.02, 0.0864109559169077, 0.025)
+  np.testing.assert_allclose(got, stats.nct.sf(crit, df, nc), atol=1e-9)
+  assert 0.7 < got < 0.9

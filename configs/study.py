@@ -1,0 +1,74 @@
+"""The pre-registered CPU study (docs/study_design.md): 7 conditions × 16 seeds × 50 RL steps.
+
+  python experiments/launch.py --config configs/study.py --sweep --workdir runs/study
+  python experiments/study_report.py runs/study --out docs/study      # tables and verdicts
+
+Hardware: 2 CPU cores, about 3 hours for the 112 runs (~90 s each: warm start, presampled plans,
+200 held-out problems × 8 samples before and after, 50 RL steps). Two launcher processes on
+halves of the seeds (``:first_seed=0,seeds=8`` and ``:first_seed=8,seeds=8``, two work
+directories) keep both cores busy; the report reads both. Re-running a command skips finished
+runs and resumes unfinished ones.
+
+Every run is the mini-reproduction's (configs/mini_repro.py): the quickstart's tiny policy,
+a warm start to held-out pass@1 ≈ 0.15, B = 32 prompts × G = 8 per step. The conditions:
+
+  grpo            one-stage GRPO, group-mean baseline
+  grpo+hadw       the same with HA-DW (window anchor, λ = 1.3)
+  anchor          Strategy-GRPO, α = 0: K = 4 plans presampled by the warm-started policy,
+                  2 completions per plan, plan tokens masked from the loss (the papers' setting)
+  alpha=-0.5      b = μ_g + α·δ_s with α = −0.5
+  alpha=+0.5      α = +0.5
+  shuffle         α = −0.5, offsets permuted across each prompt's plans
+  noise           α = −0.5, offsets replaced by zero-sum noise of the same per-prompt magnitude
+
+Runs of one seed share the warm start, the prompt stream and the evaluation draws (and the
+strategy conditions their presampled plans), so conditions are compared on common random
+numbers and every paired difference is within a seed.
+"""
+
+import pathlib
+
+from grpo_jax.config.files import load_module, parse_arg
+
+_MINI = load_module(str(pathlib.Path(__file__).with_name("mini_repro.py")))
+# The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
+ARGS = ("steps", "seeds", "first_seed")
+SEEDS = 16
+STRATEGY = {"strategy.enabled": True, "advantage.baseline": "subgroup_offset"}
+ONE_STAGE = {"strategy.enabled": False, "advantage.baseline": "group"}
+# name → overrides; every run sets the same keys so the aggregated table has one column each.
+CONDITIONS = {
+  "grpo": {**ONE_STAGE, "advantage.offset_coef": 0.0},
+  "grpo+hadw": {**ONE_STAGE, "advantage.offset_coef": 0.0, "hadw.enabled": True},
+  "anchor": {**STRATEGY, "advantage.offset_coef": 0.0},
+  "alpha=-0.5": {**STRATEGY, "advantage.offset_coef": -0.5},
+  "alpha=+0.5": {**STRATEGY, "advantage.offset_coef": 0.5},
+  "shuffle": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_shuffle": True},
+  "noise": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_noise": True},
+}
+DEFAULTS = {"advantage.offset_shuffle": False, "advantage.offset_noise": False}
+
+
+def condition_of(overrides: dict) -> str:
+  """The condition name of a run's overrides (``seed`` and unset defaults aside)."""
+  key = {k: v for k, v in overrides.items() if k != "seed"}
+  for name, cond in CONDITIONS.items():
+    if {**DEFAULTS, "hadw.enabled": False, **cond} == key:
+      return name
+  raise ValueError(f"no condition of configs/study.py has the overrides {key}")
+
+
+def get_config(arg=None):
+  args = parse_arg(arg, ARGS)
+  cfg = _MINI.get_config(f"steps={int(args.get('steps', 50))}")
+  cfg.strategy.train_on_preview = False  # plan tokens masked from the loss
+  return cfg
+
+
+def sweep(add, arg=None):
+  # Seed-major: a sweep stopped early holds complete replicates of every condition.
+  args = parse_arg(arg, ARGS)
+  first = int(args.get("first_seed", 0))
+  for seed in range(first, first + int(args.get("seeds", SEEDS))):
+    for cond in CONDITIONS.values():
+      add(seed=seed, **{**DEFAULTS, "hadw.enabled": False, **cond})
