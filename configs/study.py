@@ -36,26 +36,21 @@ ARGS = ("steps", "seeds", "first_seed")
 SEEDS = 16
 STRATEGY = {"strategy.enabled": True, "advantage.baseline": "subgroup_offset"}
 ONE_STAGE = {"strategy.enabled": False, "advantage.baseline": "group"}
-# name → overrides; every run sets the same keys so the aggregated table has one column each.
+_UNSET = {"advantage.offset_shuffle": False, "advantage.offset_noise": False, "hadw.enabled": False}
+# name → overrides; every run sets the same keys, so the analysis labels each run by them
+# (grpo_jax.runs.study.label) and the aggregated table has one column each.
 CONDITIONS = {
-  "grpo": {**ONE_STAGE, "advantage.offset_coef": 0.0},
-  "grpo+hadw": {**ONE_STAGE, "advantage.offset_coef": 0.0, "hadw.enabled": True},
-  "anchor": {**STRATEGY, "advantage.offset_coef": 0.0},
-  "alpha=-0.5": {**STRATEGY, "advantage.offset_coef": -0.5},
-  "alpha=+0.5": {**STRATEGY, "advantage.offset_coef": 0.5},
-  "shuffle": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_shuffle": True},
-  "noise": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_noise": True},
+  name: {**_UNSET, **overrides}
+  for name, overrides in {
+    "grpo": {**ONE_STAGE, "advantage.offset_coef": 0.0},
+    "grpo+hadw": {**ONE_STAGE, "advantage.offset_coef": 0.0, "hadw.enabled": True},
+    "anchor": {**STRATEGY, "advantage.offset_coef": 0.0},
+    "alpha=-0.5": {**STRATEGY, "advantage.offset_coef": -0.5},
+    "alpha=+0.5": {**STRATEGY, "advantage.offset_coef": 0.5},
+    "shuffle": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_shuffle": True},
+    "noise": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_noise": True},
+  }.items()
 }
-DEFAULTS = {"advantage.offset_shuffle": False, "advantage.offset_noise": False}
-
-
-def condition_of(overrides: dict) -> str:
-  """The condition name of a run's overrides (``seed`` and unset defaults aside)."""
-  key = {k: v for k, v in overrides.items() if k != "seed"}
-  for name, cond in CONDITIONS.items():
-    if {**DEFAULTS, "hadw.enabled": False, **cond} == key:
-      return name
-  raise ValueError(f"no condition of configs/study.py has the overrides {key}")
 
 
 def get_config(arg=None):
@@ -71,4 +66,4 @@ def sweep(add, arg=None):
   first = int(args.get("first_seed", 0))
   for seed in range(first, first + int(args.get("seeds", SEEDS))):
     for cond in CONDITIONS.values():
-      add(seed=seed, **{**DEFAULTS, "hadw.enabled": False, **cond})
+      add(seed=seed, **cond)

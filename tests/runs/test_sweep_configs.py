@@ -116,3 +116,31 @@ def test_dry_run_param_bytes_match_real_parameters():
   real = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params))
   assert plan.bytes["params"] == real
   assert 2 * real <= plan.bytes["optimizer"] <= 2 * real + 64  # two moments + a step count
+
+
+def test_study_sweep_is_the_preregistered_design():
+  """configs/study.py: 7 conditions × 16 seeds × 50 steps, plans masked from the loss; the
+  two seed halves partition the full sweep; every run is labelled with exactly one condition
+  that the analysis's primary comparisons name."""
+  from grpo_jax.runs import study
+
+  module = config_file.load_module("configs/study.py")
+  runs = sweep.expand("configs/study.py")
+  assert len(runs) == 7 * 16
+  halves = sweep.expand("configs/study.py:first_seed=0,seeds=8")
+  halves += sweep.expand("configs/study.py:first_seed=8,seeds=8")
+  assert sorted(r.name for r in halves) == sorted(r.name for r in runs)
+  rows = study.label([{"name": r.name, **r.overrides} for r in runs], module.CONDITIONS)
+  assert len(rows) == len(runs)
+  counts = {c: sum(r["condition"] == c for r in rows) for c in module.CONDITIONS}
+  assert counts == dict.fromkeys(module.CONDITIONS, 16)
+  named = {c.a for c in study.PRIMARY} | {c.b for c in study.PRIMARY}
+  assert named == set(module.CONDITIONS)
+  cfg = {
+    c: sweep.load_run_config("configs/study.py", r)
+    for c, r in zip((r["condition"] for r in rows), runs, strict=True)
+  }
+  assert cfg["grpo"].steps == 50 and not cfg["grpo"].strategy.enabled
+  assert cfg["noise"].advantage.offset_noise and cfg["noise"].advantage.offset_coef == -0.5
+  assert cfg["anchor"].strategy.source == "presampled"
+  assert not cfg["anchor"].strategy.train_on_preview
