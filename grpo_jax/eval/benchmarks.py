@@ -3,6 +3,8 @@
 Each result names its sampling settings (temperature, top-p, n, max tokens) and carries pass@k
 for k ≤ n with bootstrap 95% CIs, maj@k where answers are known, mean length, truncation rate and,
 when the problems carry a difficulty level (``meta.level``, e.g. MATH500), the same per level.
+Read back (``read_results``), a run's results pair up as step 0 (before RL) vs its last
+evaluated step, with the change of pass@k per level.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def write_result(workdir, benchmark: str, step: int, result: dict) -> epath.Path
 
 
 def read_results(workdir) -> list[dict]:
+  """Every ``eval/<benchmark>_step<k>.json`` of ``workdir``, sorted by (benchmark, step)."""
   folder = epath.Path(workdir) / "eval"
   if not folder.exists():
     return []
@@ -74,6 +77,28 @@ def read_results(workdir) -> list[dict]:
     if "benchmark" in row:
       out.append(row)
   return sorted(out, key=lambda r: (r["benchmark"], r["step"]))
+
+
+def before_and_after(results: list[dict]) -> dict[str, tuple[dict | None, dict | None]]:
+  """``{benchmark: (before, after)}`` over ``read_results`` rows: the result at step 0 (before
+  RL) and the one at the largest step > 0, each None where no such step was evaluated."""
+  out = {}
+  for r in results:
+    before, after = out.get(r["benchmark"], (None, None))
+    if r["step"] == 0:
+      before = r
+    elif after is None or r["step"] > after["step"]:
+      after = r
+    out[r["benchmark"]] = (before, after)
+  return out
+
+
+def level_gains(before: dict, after: dict, metric: str = "pass@1") -> dict[str, float]:
+  """``{level: after − before}`` of ``metric`` from the two results' ``by_level`` tables, for the
+  levels both hold; empty when the problems have no levels (no ``by_level`` in the results)."""
+  lo, hi = before.get("by_level") or {}, after.get("by_level") or {}
+  both = [lv for lv in hi if metric in hi[lv] and metric in lo.get(lv, {})]
+  return {lv: hi[lv][metric] - lo[lv][metric] for lv in both}
 
 
 def summary_table(results: list[dict]) -> str:

@@ -3,7 +3,9 @@
 Per run (a directory holding ``config.json``): the overrides it ran (``sweep_run.json``), its
 status (done | failed | partial), each training metric averaged over the last k logged steps
 (``final/<metric>``), and ``before/`` / ``after/`` held-out results (``pass@k`` with the
-bootstrap CI over problems, ``pass@k_lo`` / ``pass@k_hi``, from ``eval/*.json``).
+bootstrap CI over problems, ``pass@k_lo`` / ``pass@k_hi``): ``results.json``'s, or for a run
+that has not written them, the evaluation's own files ``eval/<benchmark>_step<k>.json`` (step 0,
+and the largest step evaluated).
 
 Across seeds (runs whose overrides differ only in ``seed``): n, mean, and a 95% Student-t
 interval over seeds, mean ± t_{0.975, n−1}·s/√n (s with ddof = 1; n = 1 gives no interval).
@@ -22,6 +24,7 @@ import numpy as np
 from etils import epath
 
 from grpo_jax.config import files as config_file
+from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.runs.sweep import ERROR, RESULTS, RUN_INFO, SWEEP_INFO
 
 SEED = "seed"
@@ -54,23 +57,47 @@ def final_metrics(rows: list[dict], last_k: int) -> dict[str, float]:
 
 
 def _eval_columns(prefix: str, result: dict | None) -> dict[str, float]:
+  """``<prefix>/<key>`` for each number in ``result`` but its ``step``, and ``<prefix>/<key>_lo``
+  / ``_hi`` for each ``<key>_ci`` interval."""
   out = {}
   for k, v in (result or {}).items():
     if k.endswith("_ci") and isinstance(v, list | tuple) and len(v) == 2:
       out[f"{prefix}/{k[:-3]}_lo"], out[f"{prefix}/{k[:-3]}_hi"] = float(v[0]), float(v[1])
-    elif isinstance(v, int | float) and not isinstance(v, bool):
+    elif isinstance(v, int | float) and not isinstance(v, bool) and k != "step":
       out[f"{prefix}/{k}"] = float(v)
   return out
 
 
-def _after_eval(run_dir: epath.Path, results: dict | None) -> dict | None:
-  if results and "after" in results:
-    return results["after"]
-  evals = sorted(
-    (run_dir / "eval").glob("after_step*.json"),
-    key=lambda p: int(p.stem.removeprefix("after_step") or 0),
-  )
-  return _read_json(evals[-1]) if evals else None
+def primary_benchmark(names, eval_sets) -> str | None:
+  """The benchmark ``results.json`` reports, the task's first evaluation set: among the result
+  names ``names`` (``<set>`` or ``<set>_<tags>``), the shortest one of the first set in
+  ``eval_sets`` (the config's ``data.eval_sets``) that has any; otherwise the first name sorted
+  (e.g. countdown's one benchmark)."""
+  for s in eval_sets:
+    match = [n for n in names if n == s or n.startswith(s + "_")]
+    if match:
+      return min(match, key=len)
+  return min(names, default=None)
+
+
+def _eval_files(run_dir: epath.Path) -> tuple[dict | None, dict | None]:
+  """(before, after) from ``eval/<benchmark>_step<k>.json`` of the primary benchmark (named by
+  ``config.json``'s ``data.eval_sets``): step 0 and the largest step > 0, None where absent."""
+  pairs = bench_lib.before_and_after(bench_lib.read_results(run_dir))
+  cfg = (_read_json(run_dir / "config.json") or {}).get("config") or {}
+  name = primary_benchmark(pairs, (cfg.get("data") or {}).get("eval_sets") or ())
+  return pairs.get(name, (None, None))
+
+
+def _held_out(run_dir, results: dict | None) -> tuple[dict | None, dict | None]:
+  """(before, after) held-out results: ``results.json``'s ``before`` / ``after`` (``results``),
+  each missing one from the evaluation's files (``_eval_files``)."""
+  results = results or {}
+  before, after = results.get("before"), results.get("after")
+  if before is None or after is None:
+    files = _eval_files(epath.Path(run_dir))
+    before, after = before or files[0], after or files[1]
+  return before, after
 
 
 def load_run(run_dir, last_k: int = 10) -> dict:
@@ -89,9 +116,9 @@ def load_run(run_dir, last_k: int = 10) -> dict:
     row[k] = config_file.parse_value(v, None)
   row.update(info.get("overrides", {}))
   row.update(final_metrics(metrics, last_k))
-  before = (results or {}).get("before") or _read_json(run_dir / "eval" / "before.json")
+  before, after = _held_out(run_dir, results)
   row.update(_eval_columns("before", before))
-  row.update(_eval_columns("after", _after_eval(run_dir, results)))
+  row.update(_eval_columns("after", after))
   return row
 
 
@@ -241,6 +268,7 @@ __all__ = [
   "over_seeds",
   "override_keys",
   "paired_difference",
+  "primary_benchmark",
   "t_interval",
   "to_csv",
   "to_markdown",

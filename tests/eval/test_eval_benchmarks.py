@@ -41,6 +41,19 @@ def test_results_and_summary_files(tmp_path):
   assert summary[3].startswith("| aime24 | 30 |") and "T=1.0, p=1.0, n=8" in summary[3]
 
 
+def test_before_and_after_and_the_gain_per_level(tmp_path):
+  level = lambda *p1: {str(i + 1): {"pass@1": v, "num_problems": 4} for i, v in enumerate(p1)}
+  for step, p1 in ((0, (0.5, 0.25)), (5, (0.5, 0.5)), (20, (0.75, 0.5))):
+    benchmarks.write_result(tmp_path, "math500", step, {"pass@1": 0.1, "by_level": level(*p1)})
+  benchmarks.write_result(tmp_path, "aime24", 5, {"pass@1": 0.0})
+  pairs = benchmarks.before_and_after(benchmarks.read_results(tmp_path))
+  assert set(pairs) == {"math500", "aime24"} and pairs["aime24"][0] is None
+  before, after = pairs["math500"]
+  assert (before["step"], after["step"]) == (0, 20)  # the largest step, not "step5" sorted last
+  assert benchmarks.level_gains(before, after) == {"1": 0.25, "2": 0.25}
+  assert benchmarks.level_gains(before, pairs["aime24"][1]) == {}  # no levels: no gains
+
+
 def test_evaluate_benchmarks_on_countdown(tmp_path):
   task = data.CountdownTask(eval_size=16)
   cfg = models.ModelConfig(

@@ -11,6 +11,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from grpo_jax.eval import benchmarks
 from grpo_jax.runs import aggregate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -26,8 +27,9 @@ def make_run(root, name, overrides, rewards, after=None, error=None):
     json.dumps({"step": i + 1, "reward/mean": r, "hadw/anchor": 0.5}) for i, r in enumerate(rewards)
   ]
   (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-  (run / "eval").mkdir()
-  (run / "eval" / "before.json").write_text(json.dumps({"pass@1": 0.05, "pass@1_ci": [0.0, 0.1]}))
+  # What the evaluation writes at step 0: eval/countdown_step0.json (results.json, written at
+  # the end, holds only "after" here, so the before/ columns must come from that file).
+  benchmarks.write_result(run, "countdown", 0, {"pass@1": 0.05, "pass@1_ci": [0.0, 0.1]})
   if after is not None:
     results = {
       "after": {"pass@1": after, "pass@1_ci": [after - 0.05, after + 0.05], "num_problems": 200}
@@ -67,6 +69,28 @@ def test_load_run_reads_last_k_means_and_eval_intervals(sweep_dir):
   assert (row["before/pass@1"], row["before/pass@1_lo"]) == (0.05, 0.0)
   failed = aggregate.load_run(sweep_dir / "seed=3,a=-0.5")
   assert failed["status"] == "failed" and "after/pass@1" not in failed
+
+
+def test_an_unfinished_run_reads_the_evaluation_files_of_its_first_benchmark(tmp_path):
+  run = make_run(tmp_path, "partial", {"seed": 0}, [0.1])
+  config = {"config": {"data": {"eval_sets": ["math500", "aime24"]}}}
+  (run / "config.json").write_text(json.dumps(config))
+  for name, shift in (("aime24", 0.5), ("math500", 0.0)):
+    for step in (0, 2, 10):  # step 10 is the latest, though "step10" sorts before "step2"
+      result = {"pass@1": shift + step / 100, "pass@1_ci": [step / 200, step / 50]}
+      benchmarks.write_result(run, name, step, result)
+  row = aggregate.load_run(run)
+  assert row["status"] == "partial" and "before/step" not in row
+  assert (row["before/pass@1"], row["before/pass@1_hi"]) == (0.0, 0.0)
+  assert (row["after/pass@1"], row["after/pass@1_lo"]) == pytest.approx((0.1, 0.05))
+
+
+def test_the_primary_benchmark_is_the_first_evaluation_set_with_results():
+  names = ["aime24_T0.6", "math500_T0.6", "math_T0.6"]
+  assert aggregate.primary_benchmark(names, ["math", "aime24"]) == "math_T0.6"
+  assert aggregate.primary_benchmark(names, ["gsm8k", "aime24"]) == "aime24_T0.6"
+  assert aggregate.primary_benchmark(["countdown"], ["aime24"]) == "countdown"
+  assert aggregate.primary_benchmark([], ["aime24"]) is None
 
 
 def test_t_interval_matches_the_hand_computed_student_interval():
