@@ -46,7 +46,10 @@ def paired_test(deltas) -> dict:
   se = sd / math.sqrt(n)
   half = float(stats.t.ppf(0.975, n - 1)) * se
   out.update(sd=sd, lo=out["mean"] - half, hi=out["mean"] + half)
-  out["p"] = 1.0 if se == 0 else float(2 * stats.t.sf(abs(out["mean"]) / se, n - 1))
+  if se <= 1e-12 * max(1.0, abs(out["mean"])):  # every Δ equal: t is 0/0 or ±∞, untestable
+    out["p"] = 1.0 if abs(out["mean"]) <= 1e-12 else math.nan
+  else:
+    out["p"] = float(2 * stats.t.sf(abs(out["mean"]) / se, n - 1))
   return out
 
 

@@ -2,6 +2,7 @@
 noncentral-t power against a simulation, and the planning script on a small CSV."""
 
 import csv
+import math
 import pathlib
 import subprocess
 import sys
@@ -92,3 +93,9 @@ def test_power_is_finite_where_scipys_lower_tail_is_not():
   got = power.power_paired(3, 0.02, 0.0864109559169077, 0.025)
   np.testing.assert_allclose(got, stats.nct.sf(crit, df, nc), atol=1e-9)
   assert 0.7 < got < 0.9
+
+
+def test_paired_test_of_equal_differences_is_not_significant():
+  # Two seeds that both moved by the same 0.015 (pass@8 is discrete): no spread, no test.
+  assert math.isnan(power.paired_test([0.015, 0.015 + 1e-17])["p"])
+  assert power.paired_test([0.0, 0.0, 0.0])["p"] == 1.0

@@ -1,0 +1,200 @@
+"""The study's report (docs/study_design.md's analysis plan) from its run directories.
+
+  python experiments/study_report.py runs/study/seeds0 runs/study/seeds8 --out docs/study \
+      --bias docs/study/bias.json
+
+Reads every run under the given sweep directories, labels it with its condition
+(``--config``'s CONDITIONS), and writes under ``--out``:
+
+- ``runs.csv``: one row per run (condition, seed, status, before / after pass@k, final metrics);
+- ``report.md``: per condition mean [95% t interval] over seeds; the six primary comparisons
+  (paired Δ, t interval, p, Holm p, the smallest Δ detectable at 80% power); a verdict per
+  hypothesis; the same comparisons on the other metric, unadjusted; pass@1 by difficulty
+  stratum; RL's own effect (after − before); H4 from ``--bias`` (experiments/group_bias.py);
+- ``forest.png``, ``curves.png``, ``strata.png``; ``tests.json`` (the numbers behind the tables).
+
+Unfinished runs are listed and left out; a comparison uses the seeds where both runs finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from grpo_jax.config import files as config_file  # noqa: E402
+from grpo_jax.runs import aggregate, power, study, study_plots  # noqa: E402
+
+COLUMNS = ("condition", "seed", "status", "steps", "before/pass@1", "before/pass@8")
+COLUMNS += ("after/pass@1", "after/pass@8", "final/reward/mean", "final/loss/entropy")
+
+
+def _f(x, signed=False) -> str:
+  if not isinstance(x, int | float) or not math.isfinite(x):
+    return "–"
+  return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _interval(mean, lo, hi, signed=False) -> str:
+  if not math.isfinite(lo):
+    return _f(mean, signed)
+  return f"{_f(mean, signed)} [{_f(lo, signed)}, {_f(hi, signed)}]"
+
+
+def conditions_table(rows, conditions) -> str:
+  metrics = ("before/pass@1", "after/pass@1", "before/pass@8", "after/pass@8", "final/reward/mean")
+  lines = ["| condition | n | " + " | ".join(metrics) + " |", "|" + "---|" * (2 + len(metrics))]
+  for c in conditions:
+    done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
+    cells = [_interval(*aggregate.t_interval([r.get(m, math.nan) for r in done])) for m in metrics]
+    lines.append(f"| {c} | {len(done)} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def tests_table(tests, holm=True) -> str:
+  head = "| id | A − B | metric | n | Δ [95% t] | p |" + (
+    " Holm p | detectable Δ |" if holm else ""
+  )
+  lines = [head, "|" + "---|" * (8 if holm else 6)]
+  for t in tests:
+    cells = [t["id"], f"{t['a']} − {t['b']}", t["metric"], str(t["n"])]
+    cells += [_interval(t["mean"], t["lo"], t["hi"], signed=True), _f(t["p"])]
+    if holm:
+      cells += [_f(t["p_holm"]), _f(t["mde"])]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def strata_table(strata, conditions, pairs) -> str:
+  lines = [
+    "| condition | " + " | ".join(study.STRATA) + " |",
+    "|" + "---|" * (1 + len(study.STRATA)),
+  ]
+  for c in conditions:
+    cells = []
+    for s in study.STRATA:
+      sel = [r for r in strata if r["condition"] == c and r["stratum"] == s]
+      problems = np.mean([r["problems"] for r in sel]) if sel else 0
+      mean, lo, hi = aggregate.t_interval([r["after"] for r in sel])
+      cells.append(f"{_interval(mean, lo, hi)} ({problems:.0f})")
+    lines.append(f"| {c} | " + " | ".join(cells) + " |")
+  lines += ["", "| paired Δ pass@1 | " + " | ".join(study.STRATA) + " |"]
+  lines.append("|" + "---|" * (1 + len(study.STRATA)))
+  for a, b in pairs:
+    d = study.strata_deltas(strata, a, b)
+    cells = [_interval(d[s]["mean"], d[s]["lo"], d[s]["hi"], signed=True) for s in study.STRATA]
+    lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def rl_effect_table(rows, conditions) -> str:
+  lines = ["| condition | n | Δ pass@1 (after − before) | Δ pass@8 |", "|---|---|---|---|"]
+  for c in conditions:
+    done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
+    cells = []
+    for k in ("pass@1", "pass@8"):
+      t = power.paired_test([r[f"after/{k}"] - r[f"before/{k}"] for r in done])
+      cells.append(_interval(t["mean"], t["lo"], t["hi"], signed=True))
+    lines.append(f"| {c} | {len(done)} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def bias_section(bias: dict | None) -> tuple[str, str]:
+  """(H4's verdict, its table) from experiments/group_bias.py's JSON."""
+  if bias is None:
+    return study.UNRESOLVED + " (not measured: no --bias file)", ""
+  lines = ["| p bin | seeds | mixed groups | E[p̂ − p given mixed] [95% t] | β(p, G) |"]
+  lines.append("|---|---|---|---|---|")
+  for r in bias["pooled"]:
+    cell = _interval(r["bias"], r["lo"], r["hi"], signed=True)
+    lines.append(
+      f"| {r['bin']} | {r['seeds']} | {r['mixed']} | {cell} | {_f(r['predicted'], True)} |"
+    )
+  return study.bias_verdict(bias["pooled"]), "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+  parser = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
+  parser.add_argument("sweep_dirs", nargs="+")
+  parser.add_argument("--config", default="configs/study.py", help="defines CONDITIONS")
+  parser.add_argument("--out", required=True)
+  parser.add_argument("--bias", default=None, help="experiments/group_bias.py's <out>.json")
+  parser.add_argument("--last_k", type=int, default=10)
+  args = parser.parse_args(argv)
+  conditions = config_file.load_module(args.config).CONDITIONS
+  names = list(conditions)
+  rows = study.collect(args.sweep_dirs, conditions, args.last_k)
+  out = pathlib.Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  aggregate.to_csv([{k: r.get(k) for k in COLUMNS} for r in rows], out / "runs.csv")
+
+  tests = study.primary_tests(rows)
+  other = [
+    study.Comparison(c.id, c.a, c.b, study.P1 if c.metric == study.P8 else study.P8, c.sign)
+    for c in study.PRIMARY
+  ]
+  other_tests = [{**t, "id": t["id"] + "′"} for t in study.primary_tests(rows, other)]
+  strata = study.strata_rows(rows, reference="grpo")
+  hadw_strata = study.strata_deltas(strata, "grpo+hadw", "grpo")
+  verdicts = {h: study.verdict(tests, h) for h in ("H1", "H2", "H2'")}
+  verdicts["H3"] = study.verdict(tests, "H3", extra_ok=study.hard_gain_larger(hadw_strata))
+  bias = json.loads(pathlib.Path(args.bias).read_text()) if args.bias else None
+  verdicts["H4"], bias_table = bias_section(bias)
+
+  done = [r for r in rows if r["status"] == "done"]
+  unfinished = sorted(r["name"] for r in rows if r["status"] != "done")
+  seeds = sorted({r["seed"] for r in done})
+  report = [
+    f"# Study results: {len(done)} finished runs, seeds {seeds}",
+    "",
+    f"Unfinished runs left out: {len(unfinished)}.",
+    "",
+    "## Per condition (mean over seeds [95% t interval])",
+    "",
+    conditions_table(rows, names),
+    "",
+    "## Primary comparisons (paired over seeds; Holm over the six)",
+    "",
+    tests_table(tests),
+    "",
+    "## Verdicts",
+    "",
+    *[f"- **{h}**: {v}" for h, v in verdicts.items()],
+    "",
+    "## The same comparisons on the other metric (secondary, unadjusted)",
+    "",
+    tests_table(other_tests, holm=False),
+    "",
+    "## pass@1 after RL by difficulty before RL (mean over seeds; problems per stratum)",
+    "",
+    strata_table(strata, names, [("grpo+hadw", "grpo"), ("alpha=-0.5", "anchor")]),
+    "",
+    "## RL's own effect (after − before, paired per run)",
+    "",
+    rl_effect_table(rows, names),
+    "",
+    "## H4: the group-relative bias in the warm-started policy's own samples",
+    "",
+    bias_table or "not measured",
+    "",
+  ]
+  (out / "report.md").write_text("\n".join(report))
+  record = {"tests": tests, "secondary": other_tests, "verdicts": verdicts, "strata": strata}
+  (out / "tests.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
+  study_plots.forest(tests).savefig(out / "forest.png", dpi=120)
+  study_plots.training_curves(rows, names).savefig(out / "curves.png", dpi=110)
+  study_plots.strata_bars(strata, names).savefig(out / "strata.png", dpi=120)
+  print("\n".join(report))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))
