@@ -9,7 +9,8 @@ the 200 held-out problems at the training temperature (``launch.py --mode=eval``
 ``eval.num_samples``). The samples are cut into groups of G (the study's group size) and
 E[p̂ − p | mixed group] is measured by difficulty bin with independent halves for binning and
 for p. Writes ``<out>.json`` (per seed and bin) and ``<out>.md``: per bin, the mean over seeds
-with a 95% t interval, the pooled standard error over groups, and β(p, G) for reference.
+with a 95% t interval and β(p, G) at the measured p for reference; first for the pre-registered
+halves p < 1/2 and p ≥ 1/2 (H4's verdict), then for quarters.
 A seed's folder that already holds its evaluation is read back, not redone.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
 import sys
 
@@ -26,6 +28,7 @@ from grpo_jax.config import files as config_file  # noqa: E402
 from grpo_jax.runs import aggregate, group_bias, study  # noqa: E402
 
 ONE_STAGE = ["strategy.enabled=false", "advantage.baseline=group", "hadw.enabled=false"]
+HALVES = (0.0, 0.5, 1.0)  # the pre-registered split: hard (p < 1/2) and easy prompts
 
 
 def seed_correct(config: str, seed: int, samples: int, workdir: pathlib.Path):
@@ -45,7 +48,8 @@ def seed_correct(config: str, seed: int, samples: int, workdir: pathlib.Path):
 
 
 def pooled(per_seed: dict[int, list[dict]]) -> list[dict]:
-  """Per bin over seeds: mean bias with a 95% t interval (unit: seed), mixed groups summed."""
+  """Per bin over seeds: mean bias with a 95% t interval (unit: seed; seeds without a mixed
+  group in the bin do not count), mixed groups summed."""
   bins = [r["bin"] for r in next(iter(per_seed.values()))]
   out = []
   for i, name in enumerate(bins):
@@ -54,7 +58,8 @@ def pooled(per_seed: dict[int, list[dict]]) -> list[dict]:
     pred = aggregate.t_interval([r["predicted"] for r in members])[0]
     mixed = sum(r["mixed"] for r in members)
     out.append(
-      {"bin": name, "seeds": len(members), "mixed": mixed, "bias": mean}
+      {"bin": name, "seeds": sum(math.isfinite(r["bias"]) for r in members), "mixed": mixed}
+      | {"bias": mean}
       | {"lo": lo, "hi": hi, "predicted": pred}
     )
   return out
@@ -70,7 +75,8 @@ def markdown(rows: list[dict], G: int, samples: int) -> str:
     "|---|---|---|---|---|",
   ]
   for r in rows:
-    cell = f"{r['bias']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
+    interval = f" [{r['lo']:+.3f}, {r['hi']:+.3f}]" if math.isfinite(r["lo"]) else ""
+    cell = f"{r['bias']:+.3f}{interval}"
     lines.append(f"| {r['bin']} | {r['seeds']} | {r['mixed']} | {cell} | {r['predicted']:+.3f} |")
   return "\n".join(lines) + "\n"
 
@@ -86,17 +92,19 @@ def main(argv: list[str]) -> int:
   parser.add_argument("--out", required=True, help="writes <out>.json and <out>.md")
   args = parser.parse_args(argv)
   workdir = pathlib.Path(args.workdir)
-  per_seed, G = {}, None
+  halves, fine, G = {}, {}, None
   for seed in (int(s) for s in args.seeds.split(",")):
     G, correct_PxM = seed_correct(args.config, seed, args.samples, workdir)
-    per_seed[seed] = group_bias.bias_by_bin(correct_PxM, G)
-    print(f"seed {seed}: " + ", ".join(f"{r['bin']} {r['bias']:+.3f}" for r in per_seed[seed]))
-  rows = pooled(per_seed)
+    halves[seed] = group_bias.bias_by_bin(correct_PxM, G, HALVES)
+    fine[seed] = group_bias.bias_by_bin(correct_PxM, G)
+    print(f"seed {seed}: " + ", ".join(f"{r['bin']} {r['bias']:+.3f}" for r in fine[seed]))
+  rows, fine_rows = pooled(halves), pooled(fine)
   out = pathlib.Path(args.out)
   out.parent.mkdir(parents=True, exist_ok=True)
-  record = {"G": G, "samples": args.samples, "per_seed": per_seed, "pooled": rows}
+  record = {"G": G, "samples": args.samples, "pooled": rows, "pooled_fine": fine_rows}
+  record |= {"per_seed": halves, "per_seed_fine": fine}
   out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
-  text = markdown(rows, G, args.samples)
+  text = markdown(rows, G, args.samples) + "\n" + markdown(fine_rows, G, args.samples)
   out.with_suffix(".md").write_text(text)
   print(text)
   return 0

@@ -106,17 +106,18 @@ def rl_effect_table(rows, conditions) -> str:
 
 
 def bias_section(bias: dict | None) -> tuple[str, str]:
-  """(H4's verdict, its table) from experiments/group_bias.py's JSON."""
+  """(H4's verdict, its tables) from experiments/group_bias.py's JSON: the pre-registered halves
+  (``pooled``, judged) and quarters (``pooled_fine``, descriptive)."""
   if bias is None:
     return study.UNRESOLVED + " (not measured: no --bias file)", ""
-  lines = ["| p bin | seeds | mixed groups | E[p̂ − p given mixed] [95% t] | β(p, G) |"]
-  lines.append("|---|---|---|---|---|")
-  for r in bias["pooled"]:
-    cell = _interval(r["bias"], r["lo"], r["hi"], signed=True)
-    lines.append(
-      f"| {r['bin']} | {r['seeds']} | {r['mixed']} | {cell} | {_f(r['predicted'], True)} |"
-    )
-  return study.bias_verdict(bias["pooled"]), "\n".join(lines)
+  lines = []
+  for key in ("pooled", "pooled_fine"):
+    lines += ["", "| p bin | seeds | mixed groups | E[p̂ − p given mixed] [95% t] | β(p, G) |"]
+    lines.append("|---|---|---|---|---|")
+    for r in bias.get(key, []):
+      cell, beta = _interval(r["bias"], r["lo"], r["hi"], signed=True), _f(r["predicted"], True)
+      lines.append(f"| {r['bin']} | {r['seeds']} | {r['mixed']} | {cell} | {beta} |")
+  return study.bias_verdict(bias["pooled"]), "\n".join(lines[1:])
 
 
 def main(argv: list[str]) -> int:

@@ -183,3 +183,25 @@ def test_bias_verdict():
   assert study.bias_verdict(unsure) == study.UNRESOLVED
   wrong = [*good[:3], row("[0.75, 1]", 0.01, 0.05)]
   assert study.bias_verdict(wrong) == study.CONTRADICTED
+
+
+def test_group_bias_script_pools_seeds_by_bin():
+  import importlib.util
+  import pathlib
+
+  path = pathlib.Path(__file__).resolve().parents[2] / "experiments/group_bias.py"
+  spec = importlib.util.spec_from_file_location("group_bias_script", path)
+  script = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(script)
+  row = lambda b, bias, mixed: {"bin": b, "bias": bias, "mixed": mixed, "predicted": 0.05}
+  per_seed = {
+    0: [row("[0, 0.5)", 0.04, 10), row("[0.5, 1]", -0.02, 3)],
+    1: [row("[0, 0.5)", 0.06, 12), row("[0.5, 1]", float("nan"), 0)],
+  }
+  hard, easy = script.pooled(per_seed)
+  half = stats.t.ppf(0.975, 1) * np.std([0.04, 0.06], ddof=1) / math.sqrt(2)
+  assert (hard["seeds"], hard["mixed"]) == (2, 22)
+  np.testing.assert_allclose([hard["bias"], hard["hi"]], [0.05, 0.05 + half])
+  assert easy["bias"] == -0.02 and math.isnan(easy["lo"])  # one seed had no mixed group
+  text = script.markdown([hard, easy], 8, 64)
+  assert "| [0, 0.5) | 2 | 22 | +0.050 [" in text and "| [0.5, 1] | 1 | 3 | -0.020 |" in text
