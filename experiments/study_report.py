@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import pathlib
+import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -31,8 +32,8 @@ import numpy as np  # noqa: E402
 from grpo_jax.config import files as config_file  # noqa: E402
 from grpo_jax.runs import aggregate, power, study, study_plots  # noqa: E402
 
-COLUMNS = ("condition", "seed", "status", "steps", "before/pass@1", "before/pass@8")
-COLUMNS += ("after/pass@1", "after/pass@8", "final/reward/mean", "final/loss/entropy")
+COLUMNS = ("condition", "seed", "status", "steps", "before/pass@1", "before/pass@{k}")
+COLUMNS += ("after/pass@1", "after/pass@{k}", "final/reward/mean", "final/loss/entropy")
 
 
 def _f(x, signed=False) -> str:
@@ -47,8 +48,20 @@ def _interval(mean, lo, hi, signed=False) -> str:
   return f"{_f(mean, signed)} [{_f(lo, signed)}, {_f(hi, signed)}]"
 
 
-def conditions_table(rows, conditions) -> str:
-  metrics = ("before/pass@1", "after/pass@1", "before/pass@8", "after/pass@8", "final/reward/mean")
+def top_k(rows) -> int:
+  """The largest k of the runs' after/pass@k columns."""
+  ks = [int(m.split("@")[1]) for r in rows for m in r if re.fullmatch(r"after/pass@\d+", m)]
+  return max(ks, default=1)
+
+
+def _other_metric(metric: str, k: int) -> str:
+  """after/pass@1 ↔ after/pass@k (the secondary metric of a comparison)."""
+  return f"after/pass@{k}" if metric == study.P1 else study.P1
+
+
+def conditions_table(rows, conditions, k: int) -> str:
+  metrics = ("before/pass@1", "after/pass@1", f"before/pass@{k}", f"after/pass@{k}")
+  metrics += ("final/reward/mean",)
   lines = ["| condition | n | " + " | ".join(metrics) + " |", "|" + "---|" * (2 + len(metrics))]
   for c in conditions:
     done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
@@ -93,13 +106,13 @@ def strata_table(strata, conditions, pairs) -> str:
   return "\n".join(lines)
 
 
-def rl_effect_table(rows, conditions) -> str:
-  lines = ["| condition | n | Δ pass@1 (after − before) | Δ pass@8 |", "|---|---|---|---|"]
+def rl_effect_table(rows, conditions, k: int) -> str:
+  lines = ["| condition | n | Δ pass@1 (after − before) | Δ pass@" + f"{k} |", "|---|---|---|---|"]
   for c in conditions:
     done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
     cells = []
-    for k in ("pass@1", "pass@8"):
-      t = power.paired_test([r[f"after/{k}"] - r[f"before/{k}"] for r in done])
+    for m in ("pass@1", f"pass@{k}"):
+      t = power.paired_test([r[f"after/{m}"] - r[f"before/{m}"] for r in done])
       cells.append(_interval(t["mean"], t["lo"], t["hi"], signed=True))
     lines.append(f"| {c} | {len(done)} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
@@ -130,23 +143,30 @@ def main(argv: list[str]) -> int:
   parser.add_argument("--bias", default=None, help="experiments/group_bias.py's <out>.json")
   parser.add_argument("--last_k", type=int, default=10)
   args = parser.parse_args(argv)
-  conditions = config_file.load_module(args.config).CONDITIONS
+  module = config_file.load_module(args.config)
+  conditions = module.CONDITIONS
+  # A config may name its own family (study.Comparison fields), hypotheses and strata reference.
+  primary = getattr(module, "PRIMARY", study.PRIMARY)
+  primary = tuple(c if isinstance(c, study.Comparison) else study.Comparison(*c) for c in primary)
+  hypotheses = getattr(module, "HYPOTHESES", study.HYPOTHESES)
+  reference, treated = getattr(module, "STRATA_PAIR", ("grpo", "grpo+hadw"))
   names = list(conditions)
   rows = study.collect(args.sweep_dirs, conditions, args.last_k)
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
-  aggregate.to_csv([{k: r.get(k) for k in COLUMNS} for r in rows], out / "runs.csv")
+  k = top_k(rows)
+  columns = [c.format(k=k) for c in COLUMNS]
+  aggregate.to_csv([{c: r.get(c) for c in columns} for r in rows], out / "runs.csv")
 
-  tests = study.primary_tests(rows)
-  other = [
-    study.Comparison(c.id, c.a, c.b, study.P1 if c.metric == study.P8 else study.P8, c.sign)
-    for c in study.PRIMARY
-  ]
+  tests = study.primary_tests(rows, primary)
+  other = [study.Comparison(c.id, c.a, c.b, _other_metric(c.metric, k), c.sign) for c in primary]
   other_tests = [{**t, "id": t["id"] + "′"} for t in study.primary_tests(rows, other)]
-  strata = study.strata_rows(rows, reference="grpo")
-  hadw_strata = study.strata_deltas(strata, "grpo+hadw", "grpo")
-  verdicts = {h: study.verdict(tests, h) for h in ("H1", "H2", "H2'")}
-  verdicts["H3"] = study.verdict(tests, "H3", extra_ok=study.hard_gain_larger(hadw_strata))
+  strata = study.strata_rows(rows, reference=reference)
+  hadw_strata = study.strata_deltas(strata, treated, reference)
+  verdicts = {}
+  for h in hypotheses:
+    extra = study.hard_gain_larger(hadw_strata) if h == "H3" else True
+    verdicts[h] = study.verdict(tests, h, extra, hypotheses)
   bias = json.loads(pathlib.Path(args.bias).read_text()) if args.bias else None
   verdicts["H4"], bias_table = bias_section(bias)
 
@@ -160,7 +180,7 @@ def main(argv: list[str]) -> int:
     "",
     "## Per condition (mean over seeds [95% t interval])",
     "",
-    conditions_table(rows, names),
+    conditions_table(rows, names, k),
     "",
     "## Primary comparisons (paired over seeds; Holm over the six)",
     "",
@@ -176,11 +196,11 @@ def main(argv: list[str]) -> int:
     "",
     "## pass@1 after RL by difficulty before RL (mean over seeds; problems per stratum)",
     "",
-    strata_table(strata, names, [("grpo+hadw", "grpo"), ("alpha=-0.5", "anchor")]),
+    strata_table(strata, names, getattr(module, "STRATA_PAIRS", [(treated, reference)])),
     "",
     "## RL's own effect (after − before, paired per run)",
     "",
-    rl_effect_table(rows, names),
+    rl_effect_table(rows, names, k),
     "",
     "## H4: the group-relative bias in the warm-started policy's own samples",
     "",

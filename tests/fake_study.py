@@ -1,8 +1,9 @@
 """A made-up study folder with the files the runner writes, for the report and notebook tests:
 ``make(root, seeds, effect)`` writes one run directory per (condition of configs/study.py,
 seed) with ``sweep_run.json``, ``config.json``, ``metrics.jsonl``, ``results.json`` and the
-per-problem evaluation files, where α = −0.5 beats the anchor's pass@8 by ``effect`` on every
-seed (plus seed-level noise shared by all conditions) and every other condition ties the anchor."""
+per-problem evaluation files, where ``better`` (α = −0.5) beats the others' pass@k by ``effect``
+on every seed (plus seed-level noise shared by all conditions) and every other condition ties.
+``config``: another study config with its own CONDITIONS (the real-model arm's)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROBLEMS, SAMPLES, STEPS = 40, 8, 6
 
 
-def conditions() -> dict[str, dict]:
-  return config_file.load_module(str(ROOT / "configs/study.py")).CONDITIONS
+def conditions(config: str = "configs/study.py") -> dict[str, dict]:
+  return config_file.load_module(str(ROOT / config)).CONDITIONS
 
 
 def _problems(path: pathlib.Path, correct_PxN: np.ndarray) -> None:
@@ -27,21 +28,23 @@ def _problems(path: pathlib.Path, correct_PxN: np.ndarray) -> None:
   path.write_text("\n".join(lines) + "\n")
 
 
-def make(root, seeds=(0, 1, 2, 3), effect: float = 0.05) -> pathlib.Path:
+def make(
+  root, seeds=(0, 1, 2, 3), effect=0.05, config="configs/study.py", better="alpha=-0.5", k=8
+) -> pathlib.Path:
   root = pathlib.Path(root)
   for seed in seeds:
     rng = np.random.default_rng(seed)
     level = rng.uniform(0.5, 0.7)  # the seed's own pass@8 level, shared by its conditions
     p_P = rng.uniform(0, 0.6, PROBLEMS)
     before_PxN = rng.random((PROBLEMS, SAMPLES)) < p_P[:, None]
-    for name, overrides in conditions().items():
+    for name, overrides in conditions(config).items():
       run = root / sweep.run_name({"seed": seed, **overrides})
       (run / "eval").mkdir(parents=True)
       info = {"name": run.name, "overrides": {"seed": seed, **overrides}}
       (run / "sweep_run.json").write_text(json.dumps(info))
       (run / "config.json").write_text("{}")
       noise = rng.normal(0, 0.002)
-      after8 = level + (effect if name == "alpha=-0.5" else 0.0) + noise
+      after_k = level + (effect if name == better else 0.0) + noise
       metrics = [
         {"step": s + 1, "reward/mean": 0.2 + 0.01 * s, "loss/entropy": 0.4, "hadw/batch_acc": 0.3}
         | {"adv/offset_abs_mean": 0.1 * (name not in ("grpo", "grpo+hadw"))}
@@ -51,8 +54,8 @@ def make(root, seeds=(0, 1, 2, 3), effect: float = 0.05) -> pathlib.Path:
       (run / "metrics.jsonl").write_text("\n".join(json.dumps(m) for m in metrics) + "\n")
       after_PxN = rng.random((PROBLEMS, SAMPLES)) < np.minimum(p_P + 0.1, 1)[:, None]
       results = {
-        "before": {"pass@1": float(before_PxN.mean()), "pass@8": level - 0.1},
-        "after": {"pass@1": float(after_PxN.mean()), "pass@8": after8},
+        "before": {"pass@1": float(before_PxN.mean()), f"pass@{k}": level - 0.1},
+        "after": {"pass@1": float(after_PxN.mean()), f"pass@{k}": after_k},
       }
       (run / "results.json").write_text(json.dumps(results))
       _problems(run / "eval" / "countdown_step0_problems.jsonl", before_PxN)

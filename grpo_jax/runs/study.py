@@ -122,11 +122,14 @@ def _significant(test: dict, sign: int, level: float = 0.05) -> bool:
   return test["p_holm"] < level and np.sign(test["mean"]) == sign
 
 
-def verdict(tests: list[dict], hypothesis: str, extra_ok: bool = True) -> str:
+def verdict(
+  tests: list[dict], hypothesis: str, extra_ok: bool = True, hypotheses=HYPOTHESES
+) -> str:
   """The design's verdict for ``hypothesis`` from :func:`primary_tests`. ``extra_ok``: the
-  hypothesis's secondary condition (H3: the gain larger in the hard strata than the easy one)."""
+  hypothesis's secondary condition (H3: the gain larger in the hard strata than the easy one).
+  ``hypotheses``: name → (its comparison ids, those that must be significant)."""
   by_id = {t["id"]: t for t in tests}
-  ids, required = HYPOTHESES[hypothesis]
+  ids, required = hypotheses[hypothesis]
   members = [by_id[i] for i in ids]
   if any(_significant(t, -t["sign"]) for t in members):
     return CONTRADICTED

@@ -61,3 +61,18 @@ def test_without_the_effect_h1_is_not_supported(tmp_path):
   rows = study.collect([root], fake_study.conditions())
   tests = study.primary_tests(rows)
   assert abs(tests[0]["mean"]) < 0.005 and study.verdict(tests, "H1") == study.UNRESOLVED
+
+
+def test_a_config_with_its_own_family(tmp_path):
+  """configs/smollm2_study.py names its comparisons (pass@4), hypotheses and strata pair."""
+  config = "configs/smollm2_study.py"
+  root = fake_study.make(tmp_path / "arm", range(5), 0.05, config, better="alpha=-0.5", k=4)
+  out = tmp_path / "report"
+  argv = [str(root), "--out", str(out), "--config", str(ROOT / config)]
+  assert report_module().main(argv) == 0
+  record = json.loads((out / "tests.json").read_text())
+  tests = {t["id"]: t for t in record["tests"]}
+  assert set(tests) == {"R1", "R2"} and tests["R1"]["metric"] == "after/pass@4"
+  assert tests["R1"]["mean"] == pytest.approx(0.05, abs=0.005) and tests["R1"]["n"] == 5
+  assert record["verdicts"]["H1"] == "supported" and record["verdicts"]["H3"] != "supported"
+  assert "| anchor+hadw − anchor |" in (out / "report.md").read_text()
