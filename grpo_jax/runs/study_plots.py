@@ -5,6 +5,7 @@ Each function draws on the axes it is given (or a new figure) and returns the fi
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -21,9 +22,12 @@ CURVES = (
 
 
 def _plt():
-  import matplotlib  # noqa: PLC0415 (figures only)
+  """pyplot; Agg when pyplot is not imported yet (a script), else the backend in use (a
+  notebook's inline one: ``matplotlib.use`` would switch it and its figures would not show)."""
+  if "matplotlib.pyplot" not in sys.modules:
+    import matplotlib  # noqa: PLC0415 (figures only)
 
-  matplotlib.use("Agg", force=False)
+    matplotlib.use("Agg", force=False)
   import matplotlib.pyplot as plt  # noqa: PLC0415
 
   return plt

@@ -1,11 +1,15 @@
 """The notebooks run top to bottom (nbclient) on a tiny sweep's run directories and on the bias
 script's output, and are stored without outputs; the HA-DW notebook also on run directories
-whose held-out results have difficulty levels."""
+whose held-out results have difficulty levels, and the results notebook's study section on a
+made-up study split over two work directories (tests/fake_study.py)."""
 
 import importlib.util
 import json
+import os
 import pathlib
+import re
 
+import fake_study
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -24,23 +28,28 @@ def test_notebooks_are_stored_without_outputs(name):
   assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
-def _bias_output(out: pathlib.Path) -> None:
-  spec = importlib.util.spec_from_file_location("bias", ROOT / "experiments/bias_simulation.py")
+def _script(name: str):
+  """``experiments/<name>.py`` as a module."""
+  spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  module.run(str(out), samples=2_000)
+  return module
 
 
-def _text_outputs(nb) -> str:
+def _bias_output(out: pathlib.Path) -> None:
+  _script("bias_simulation").run(str(out), samples=2_000)
+
+
+def _text_outputs(cells) -> str:
   parts = []
-  for cell in nb.cells:
+  for cell in cells:
     for out in cell.get("outputs", []):
       parts.append(out.get("text", "") or str(out.get("data", {}).get("text/plain", "")))
   return "\n".join(parts)
 
 
-def _run_notebook(name: str) -> str:
-  """Executes ``notebooks/<name>`` in the notebooks folder; its text outputs."""
+def _execute(name: str):
+  """``notebooks/<name>`` executed in the notebooks folder."""
   nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
   client = NotebookClient(
     nb,
@@ -49,7 +58,12 @@ def _run_notebook(name: str) -> str:
     resources={"metadata": {"path": str(ROOT / "notebooks")}},
   )
   client.execute()  # raises CellExecutionError on the first failing cell
-  return _text_outputs(nb)
+  return nb
+
+
+def _run_notebook(name: str) -> str:
+  """Executes ``notebooks/<name>``; its text outputs."""
+  return _text_outputs(_execute(name).cells)
 
 
 def _run_with_levels(root: pathlib.Path, name: str, hadw: bool, gain: float) -> None:
@@ -77,9 +91,13 @@ def test_notebooks_run_on_a_tiny_sweep(tiny_sweep, tmp_path, monkeypatch):
   _bias_output(tmp_path / "bias")
   monkeypatch.setenv("GRPO_SWEEP_DIR", str(root))
   monkeypatch.setenv("GRPO_BIAS_DIR", str(tmp_path / "bias"))
+  monkeypatch.setenv("GRPO_STUDY_DIRS", str(tmp_path / "no_study"))
   monkeypatch.setenv("MPLBACKEND", "Agg")
   texts = {name: _run_notebook(name) for name in NOTEBOOKS}
   assert "4 runs under" in texts["results.ipynb"] and "{'done': 4}" in texts["results.ipynb"]
+  # The study section says that there is nothing to show, and shows nothing.
+  no_study = f"no study runs under {tmp_path / 'no_study'}; run configs/study.py first"
+  assert no_study in texts["results.ipynb"] and "H1:" not in texts["results.ipynb"]
   hadw = texts["hadw_diagnostics.ipynb"]
   assert "2 HA-DW runs, 2 without" in hadw
   # The per-level section found each run's eval/countdown_step0.json and _step3.json, and says
@@ -100,3 +118,46 @@ def test_hadw_notebook_shows_the_gain_per_level(tmp_path, monkeypatch):
   table = text[text.index("per-level gain in pass@1") :]
   # level 5: HA-DW runs gain (0.5 + 0.25) / 2 on average, the run without 0; level 1 nothing.
   assert "0.375" in table and "math500" in table
+
+
+def test_results_notebook_shows_the_study(tmp_path, monkeypatch):
+  """The study section on a made-up study (α = −0.5 above the anchor's pass@8 by 0.05 on each of
+  6 seeds, split over two work directories): the runs, the primary table, verdicts that agree
+  with experiments/study_report.py's on the same runs, and the three figures."""
+  dirs = [
+    fake_study.make(tmp_path / "study" / "seeds0", seeds=(0, 1, 2), effect=0.05),
+    fake_study.make(tmp_path / "study" / "seeds3", seeds=(3, 4, 5), effect=0.05),
+  ]
+  bias = tmp_path / "bias.json"  # H4 supported: E[p̂ − p] above 0 below p = 1/2, below 0 above
+  pooled = [
+    {"bin": "[0, 0.5)", "seeds": 4, "mixed": 100, "bias": 0.05, "lo": 0.02, "hi": 0.08}
+    | {"predicted": 0.06},
+    {"bin": "[0.5, 1]", "seeds": 4, "mixed": 90, "bias": -0.04, "lo": -0.07, "hi": -0.01}
+    | {"predicted": -0.05},
+  ]
+  bias.write_text(json.dumps({"pooled": pooled}))
+  monkeypatch.setenv("GRPO_STUDY_DIRS", os.pathsep.join(str(d) for d in dirs))
+  monkeypatch.setenv("GRPO_STUDY_BIAS", str(bias))
+  monkeypatch.setenv("GRPO_SWEEP_DIR", str(dirs[0]))  # the earlier sections on one of them
+  # The kernel's inline backend (not Agg), so that the figures come back as images.
+  monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+  nb = _execute("results.ipynb")
+  heading = "## The pre-registered study"
+  start = next(i for i, c in enumerate(nb.cells) if c.source.startswith(heading))
+  cells = [c for c in nb.cells[start:] if c.cell_type == "code"]
+  text = _text_outputs(cells)
+  assert "42 finished study runs" in text and "seeds [0, 1, 2, 3, 4, 5]" in text
+  assert re.search(r"^H1a\s+alpha=-0\.5\s+anchor\s+after/pass@8\s+6\s", text, re.M), text
+  assert re.search(r"^H1: supported \(", text, re.M) and "H4: supported" in text
+  # The same verdicts as the report's, from the same runs and bias file.
+  out = tmp_path / "report"
+  args = [*map(str, dirs), "--out", str(out), "--bias", str(bias)]
+  assert _script("study_report").main([*args, "--config", str(ROOT / "configs/study.py")]) == 0
+  verdicts = json.loads((out / "tests.json").read_text())["verdicts"]
+  assert verdicts["H1"] == "supported"
+  for h, v in verdicts.items():
+    assert re.search(f"^{re.escape(h)}: {re.escape(v)} \\(", text, re.M), (h, v)
+  assert "paired Δ after-RL pass@1, grpo+hadw − grpo:" in text
+  for plot in ("forest", "training_curves", "strata_bars"):
+    (cell,) = [c for c in cells if f"study_plots.{plot}(" in c.source]
+    assert any("image/png" in o.get("data", {}) for o in cell.outputs), plot
