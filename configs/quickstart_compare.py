@@ -3,16 +3,17 @@
   python experiments/launch.py --config configs/quickstart_compare.py --sweep \
       --workdir runs/quickstart_compare
 
-Hardware: 2 CPU cores, about 3 × 2–4 minutes. Three runs on the same seed, warm start, prompt
-stream and held-out draws, 150 RL steps each; at its end the sweep prints their held-out pass@1
-and pass@8 before → after RL side by side (bootstrap 95% CIs over problems):
+Hardware: 2 CPU cores, 2–7 minutes per run (quiet or shared). Three runs on the same seed, warm
+start, prompt stream and held-out draws, 150 RL steps each; at its end the sweep prints their
+held-out pass@1 and pass@8 before → after RL side by side (bootstrap 95% CIs over problems):
 
   method=full     configs/quickstart.py: online strategy plans (K = 4, G = 8), subgroup-offset
                   baseline α = −0.5, HA-DW
   method=anchor   the same sampling, α = 0, no HA-DW (Strategy-GRPO)
   method=grpo     configs/quickstart_grpo.py:steps=150: one-stage sampling, group baseline
 
-``method=full`` is the quickstart's config exactly, so it reproduces the quickstart's numbers.
+``method=full`` is the quickstart's config exactly, so it reproduces the quickstart's numbers on
+the same CPU. The README's quickstart table is this sweep's output.
 ``configs/quickstart_compare.py:steps=20`` shortens every run.
 """
 
