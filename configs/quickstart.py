@@ -2,17 +2,21 @@
 
   python experiments/launch.py --config configs/quickstart.py --workdir runs/quickstart
 
-Hardware: 2 CPU cores, about 2–3 minutes. What it does: a supervised warm start until validation
-pass@1 reaches 0.2, held-out pass@1 / pass@8 (200 problems × 8 samples, single-stage), then RL
-with the full method — strategy-conditioned sampling (K = 4 plans per prompt, G = 8, METHODS §5)
-+ subgroup-offset baseline with α = −0.5 (METHODS §1) + HA-DW (window anchor, λ = 1.3, §3) — and
-the same evaluation after. Prints the table, writes results.json and plots/reward_curve.png.
+Hardware: 2 CPU cores, 2–7 minutes (quiet or shared). What it does: a supervised warm start
+until validation pass@1 reaches 0.2, held-out pass@1 / pass@8 (200 problems × 8 samples,
+single-stage), then RL with the full method — strategy-conditioned sampling (K = 4 plans per
+prompt, G = 8, METHODS §5) + subgroup-offset baseline with α = −0.5 (METHODS §1) + HA-DW (window
+anchor, λ = 1.3, §3) — and the same evaluation after. Prints the table, writes results.json and
+plots/reward_curve.png.
 
 On this CPU task the plan (`*-;` ...) is part of the answer, so the current policy writes it
 each step (``strategy.source='online'``) and its tokens are trained (``train_on_preview``): RL
 then improves plan choice as well as execution. The papers' setting — plans presampled once by
 the initial policy and masked from the loss — is ``configs/strategy_offset_neg.py:hadw=1``.
-Measured (README): held-out pass@1 0.192 → 0.336 [0.284, 0.388] with this config.
+Measured (README, one CPU with AVX-512): held-out pass@1 0.192 → 0.331 [0.278, 0.380], pass@8
+0.695 → 0.525, below its Strategy-GRPO anchor (α = 0, no HA-DW: 0.351) and plain GRPO (0.387) on
+the same seed and 150 steps; ``configs/quickstart_compare.py`` runs the three side by side. Runs
+are deterministic on one CPU; another CPU gives nearby, different numbers (README).
 
 ``configs/quickstart.py:steps=20`` shortens the run; ``configs/quickstart_grpo.py`` is plain GRPO.
 """

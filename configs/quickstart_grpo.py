@@ -2,8 +2,10 @@
 
   python experiments/launch.py --config configs/quickstart_grpo.py --workdir runs/quickstart_grpo
 
-Hardware: 2 CPU cores, about 2–3 minutes. The reference point for configs/quickstart.py.
-Measured (README): held-out pass@1 0.192 → 0.376 [0.319, 0.433] after 200 steps.
+Hardware: 2 CPU cores, a few minutes. The reference point for configs/quickstart.py:
+``configs/quickstart_compare.py`` runs both (this at ``steps=150``, the quickstart's budget) and
+the Strategy-GRPO anchor on one seed. Measured there (README, one CPU with AVX-512): held-out
+pass@1 0.192 → 0.387 [0.332, 0.441], pass@8 0.695 → 0.565 after 150 steps.
 """
 
 from grpo_jax.config import base_config

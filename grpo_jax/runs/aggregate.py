@@ -19,6 +19,7 @@ import csv
 import io
 import json
 import math
+import re
 
 import numpy as np
 from etils import epath
@@ -250,6 +251,21 @@ def _cell(row: dict, m: str) -> str:
   return _fmt(v)
 
 
+def held_out_metrics(rows: list[dict]) -> list[str]:
+  """``before/pass@k``, ``after/pass@k`` for each k the rows hold, k ascending."""
+  found = (re.fullmatch(r"(?:before|after)/pass@(\d+)", key) for r in rows for key in r)
+  ks = sorted({int(m[1]) for m in found if m})
+  return [f"{when}/pass@{k}" for k in ks for when in ("before", "after")]
+
+
+def held_out_table(rows: list[dict]) -> str:
+  """Runs side by side: override columns, steps, held-out pass@k before and after RL (each
+  ``value [lo, hi]``, the bootstrap 95% CI over problems); '' without rows."""
+  if not rows:
+    return ""
+  return to_markdown(rows, metrics=held_out_metrics(rows), extra=("status", "steps"))
+
+
 def to_markdown(rows: list[dict], metrics=MD_METRICS, keys=None, extra=()) -> str:
   """A Markdown table: override columns, ``extra`` columns, then ``value [lo, hi]`` cells."""
   keys = override_keys(rows) if keys is None else list(keys)
@@ -264,6 +280,8 @@ def to_markdown(rows: list[dict], metrics=MD_METRICS, keys=None, extra=()) -> st
 __all__ = [
   "collect",
   "final_metrics",
+  "held_out_metrics",
+  "held_out_table",
   "load_run",
   "over_seeds",
   "override_keys",

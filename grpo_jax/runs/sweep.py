@@ -23,7 +23,8 @@ memory plan and trains none.
 (``results.json`` present) is skipped; an unfinished one resumes from its checkpoints (the loop
 does that by itself); a failing run is recorded (``error.txt`` with the traceback) and the sweep
 goes on; an unfinished run resumed under changed overrides fails naming the changed keys
-(``grpo_jax.config.resume``) unless ``allow_config_change``. ``pod_commands`` gives, per run,
+(``grpo_jax.config.resume``) unless ``allow_config_change``; at the end it prints the runs'
+held-out pass@k before and after RL side by side. ``pod_commands`` gives, per run,
 one ``gcloud compute tpus tpu-vm ssh --worker=all`` line that starts it on every host of a TPU
 pod slice with ``--distributed_auto``.
 """
@@ -270,7 +271,8 @@ def run_local(
   Every run's config is loaded first (:func:`validate`): a bad one stops the sweep before any
   directory is made. ``only``: a substring; runs whose name lacks it are left alone.
   ``compile_cache``: keep compiled programs in ``<root>/.jax_cache``
-  (see :func:`enable_compile_cache`). ``allow_config_change``: see :func:`run_one`."""
+  (see :func:`enable_compile_cache`). ``allow_config_change``: see :func:`run_one`. At the end
+  it logs the runs' held-out results side by side (:func:`summary_table`)."""
   root = epath.Path(root)
   runs = [r for r in expand(spec) if only is None or only in r.name]
   validate(spec, runs, overrides)
@@ -283,7 +285,22 @@ def run_local(
     entries.append(run_one(spec, root, run, overrides, train_fn, log, allow_config_change))
     summary = {"spec": spec, "cli_overrides": list(overrides), "runs": entries}
     paths.write_text(root / SWEEP_INFO, json.dumps(summary, indent=2, default=str) + "\n")
+  table = summary_table(root, runs)
+  if table:
+    log(table)
   return entries
+
+
+def summary_table(root, runs: list[SweepRun]) -> str:
+  """The runs' held-out pass@k before and after RL side by side, a Markdown table with each
+  run's bootstrap 95% CIs (``grpo_jax.runs.aggregate.held_out_table``); '' if no run has a
+  directory under ``root``."""
+  from grpo_jax.runs import aggregate  # noqa: PLC0415 (aggregate imports this module)
+
+  dirs = [epath.Path(root) / r.name for r in runs]
+  rows = [aggregate.load_run(d) for d in dirs if d.exists()]
+  table = aggregate.held_out_table(rows)
+  return f"held-out pass@k before → after RL, bootstrap 95% CIs:\n{table}" if table else ""
 
 
 def plan(spec: str, root, overrides=(), only=None, num_devices: int | None = None) -> str:
@@ -401,5 +418,6 @@ __all__ = [
   "run_one",
   "run_status",
   "shell_word",
+  "summary_table",
   "validate",
 ]

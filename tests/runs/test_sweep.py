@@ -250,3 +250,34 @@ def test_a_run_may_replace_the_config_argument(tmp_path):
   assert runs[1].spec(f"{path}:algo=dapo") == f"{path}:algo=gspo"
   (cmd,) = [c for c in sweep.pod_commands(str(path), tmp_path / "r") if "gspo" in c.name]
   assert cmd.argv[2:4] == ["--config", f"{path}:algo=gspo"]
+
+
+def test_local_sweep_ends_with_the_runs_held_out_results_side_by_side(spec, tmp_path):
+  def train(cfg, workdir, log=print):
+    if cfg.seed == 1 and cfg.advantage.offset_coef == 0.0:
+      raise RuntimeError("diverged")
+    after = 0.2 + cfg.seed / 10
+    results = {
+      when: {"pass@1": p, "pass@1_ci": [p - 0.05, p + 0.05], "pass@8": 2 * p}
+      for when, p in (("before", 0.1), ("after", after))
+    }
+    (workdir / "metrics.jsonl").write_text(json.dumps({"step": cfg.steps}) + "\n")
+    (workdir / "results.json").write_text(json.dumps(results))
+
+  root, lines = tmp_path / "sweep", []
+  sweep.run_local(spec, root, ["steps=2"], train_fn=train, log=lines.append, compile_cache=False)
+  title, *table = lines[-1].splitlines()
+  assert title == "held-out pass@k before → after RL, bootstrap 95% CIs:"
+  assert table[0] == (
+    "| seed | advantage.offset_coef | hadw.enabled | status | steps "
+    "| before/pass@1 | after/pass@1 | before/pass@8 | after/pass@8 |"
+  )
+  assert table[2] == (
+    "| 0 | -0.5 | True | done | 2 | 0.100 [0.050, 0.150] | 0.200 [0.150, 0.250] | 0.200 | 0.400 |"
+  )
+  assert table[5].startswith("| 1 | 0.0 | False | failed | 0 | – |")  # no results: no numbers
+  assert len(table) == 2 + 4
+  # A rerun that trains nothing prints the same table.
+  again = []
+  sweep.run_local(spec, root, ["steps=2"], train_fn=train, log=again.append, compile_cache=False)
+  assert again[-1].splitlines()[1:] == table

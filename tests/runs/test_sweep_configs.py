@@ -144,3 +144,49 @@ def test_study_sweep_is_the_preregistered_design():
   assert cfg["noise"].advantage.offset_noise and cfg["noise"].advantage.offset_coef == -0.5
   assert cfg["anchor"].strategy.source == "presampled"
   assert not cfg["anchor"].strategy.train_on_preview
+
+
+def _flat(cfg, prefix=""):
+  out = {}
+  for key, value in cfg.items():
+    if hasattr(value, "items"):
+      out.update(_flat(value, f"{prefix}{key}."))
+    else:
+      out[prefix + key] = value
+  return out
+
+
+def test_quickstart_compare_is_the_quickstart_beside_its_anchor_and_grpo():
+  """configs/quickstart_compare.py: three runs on the same seed and 150 RL steps that differ
+  only in the method's keys; ``full`` is the quickstart's config and ``grpo`` the plain-GRPO
+  config's at 150 steps, exactly (so each reproduces that run)."""
+  spec = "configs/quickstart_compare.py"
+  runs = sweep.expand(spec)
+  assert [r.name for r in runs] == ["method=full", "method=anchor", "method=grpo"]
+  assert all(r.overrides == {} for r in runs)  # one column, method, in the aggregated table
+  cfg = {r.name.split("=")[1]: sweep.load_run_config(spec, r) for r in runs}
+  assert cfg["full"].to_dict() == config_file.load("configs/quickstart.py").to_dict()
+  grpo = config_file.load("configs/quickstart_grpo.py:steps=150")
+  assert cfg["grpo"].to_dict() == grpo.to_dict()
+  flat = {name: _flat(c) for name, c in cfg.items()}
+  assert {f["seed"] for f in flat.values()} == {0} and {f["steps"] for f in flat.values()} == {150}
+  differ = {k for k in flat["full"] if len({repr(f[k]) for f in flat.values()}) > 1}
+  assert differ == {
+    "strategy.enabled",
+    "strategy.source",
+    "strategy.train_on_preview",
+    "advantage.baseline",
+    "advantage.offset_coef",
+    "hadw.enabled",
+  }
+  anchor = {k for k in flat["full"] if flat["full"][k] != flat["anchor"][k]}
+  assert anchor == {"advantage.offset_coef", "hadw.enabled"}
+  assert (cfg["full"].advantage.offset_coef, cfg["anchor"].advantage.offset_coef) == (-0.5, 0.0)
+  assert cfg["anchor"].strategy.enabled and not cfg["anchor"].hadw.enabled
+  assert not cfg["grpo"].strategy.enabled and cfg["grpo"].advantage.baseline == "group"
+  assert config_file.load(f"{spec}:steps=20").steps == 20
+  assert [r.arg for r in sweep.expand(f"{spec}:steps=20")] == [
+    "method=full,steps=20",
+    "method=anchor,steps=20",
+    "method=grpo,steps=20",
+  ]
