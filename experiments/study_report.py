@@ -118,6 +118,25 @@ def rl_effect_table(rows, conditions, k: int) -> str:
   return "\n".join(lines)
 
 
+def evidence(tests: list[dict], ids) -> str:
+  """Each comparison's Δ beside the smallest Δ the design detects (the verdict's grounds)."""
+  by_id = {t["id"]: t for t in tests}
+  parts = [
+    f"{i} Δ {_f(by_id[i]['mean'], True)}, detectable {_f(by_id[i]['mde'])}" for i in ids
+  ]
+  return "; ".join(parts)
+
+
+def bias_evidence(bias: dict | None) -> str:
+  """H4's grounds: each judged half's interval beside the closed-form β at its measured p."""
+  rows = (bias or {}).get("pooled", [])
+  cells = [
+    f"{r['bin']} {_interval(r['bias'], r['lo'], r['hi'], True)}, β {_f(r['predicted'], True)}"
+    for r in rows
+  ]
+  return "; ".join(cells)
+
+
 def bias_section(bias: dict | None) -> tuple[str, str]:
   """(H4's verdict, its tables) from experiments/group_bias.py's JSON: the pre-registered halves
   (``pooled``, judged) and quarters (``pooled_fine``, descriptive)."""
@@ -169,6 +188,8 @@ def main(argv: list[str]) -> int:
     verdicts[h] = study.verdict(tests, h, extra, hypotheses)
   bias = json.loads(pathlib.Path(args.bias).read_text()) if args.bias else None
   verdicts["H4"], bias_table = bias_section(bias)
+  grounds = {h: evidence(tests, hypotheses[h][0]) for h in hypotheses}
+  grounds["H4"] = bias_evidence(bias) or "not measured"
 
   done = [r for r in rows if r["status"] == "done"]
   unfinished = sorted(r["name"] for r in rows if r["status"] != "done")
@@ -188,7 +209,7 @@ def main(argv: list[str]) -> int:
     "",
     "## Verdicts",
     "",
-    *[f"- **{h}**: {v}" for h, v in verdicts.items()],
+    *[f"- **{h}**: {v} ({grounds[h]})" for h, v in verdicts.items()],
     "",
     "## The same comparisons on the other metric (secondary, unadjusted)",
     "",

@@ -48,7 +48,7 @@ def test_planted_effect_is_found_and_judged(tmp_path):
   assert tests["H2a"]["mean"] < 0 and tests["H2a"]["p_holm"] < 0.05
   assert record["verdicts"]["H4"] == "supported"
   text = (out / "report.md").read_text()
-  assert "seeds [0, 1, 2, 3, 4, 5]" in text and "- **H1**: supported" in text
+  assert "seeds [0, 1, 2, 3, 4, 5]" in text and "- **H1**: supported (H1a Δ +" in text
   assert "| alpha=-0.5 − anchor |" in text  # the strata's paired table
   for fig in ("forest.png", "curves.png", "strata.png"):
     assert (out / fig).stat().st_size > 10_000
