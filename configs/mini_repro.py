@@ -23,7 +23,8 @@ conditions are compared on common random numbers; seeds 0, 1, 2 replicate the wh
 What the papers report at scale (Qwen3-8B / Olmo3-7B on DAPO-Math-17K; Qwen3-4B on MATH): both
 offset directions a modest pass@16 gain over the anchor, α < 0 the stronger, shuffled offsets
 below the anchor; HA-DW about +2 points of average accuracy. At this scale and 25 steps the
-differences may well be inside the seed-to-seed noise; docs/mini_repro.md reports what was seen.
+differences may well be inside the seed-to-seed noise; docs/mini_repro.md ends with what was seen
+(its data, docs/mini_repro.csv, fed the power analysis of configs/study.py's study).
 ``get_config("steps=…")`` changes the RL length of every run.
 """
 

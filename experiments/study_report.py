@@ -121,9 +121,7 @@ def rl_effect_table(rows, conditions, k: int) -> str:
 def evidence(tests: list[dict], ids) -> str:
   """Each comparison's Δ beside the smallest Δ the design detects (the verdict's grounds)."""
   by_id = {t["id"]: t for t in tests}
-  parts = [
-    f"{i} Δ {_f(by_id[i]['mean'], True)}, detectable {_f(by_id[i]['mde'])}" for i in ids
-  ]
+  parts = [f"{i} Δ {_f(by_id[i]['mean'], True)}, detectable {_f(by_id[i]['mde'])}" for i in ids]
   return "; ".join(parts)
 
 
