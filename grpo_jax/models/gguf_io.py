@@ -155,6 +155,14 @@ def load_gguf_tokenizer(path: str | pathlib.Path):
   return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
+def load_gguf_config(path: str | pathlib.Path, dtype: str = "float32", param_dtype=None):
+  """(ModelConfig, transformers config) of a ``.gguf`` file's metadata; no tensor is read."""
+  from gguf import GGUFReader
+
+  hf = gguf_hf_config(GGUFReader(str(path)))
+  return hf_config.from_hf_config(hf, dtype, param_dtype), hf
+
+
 def load_gguf(
   path: str | pathlib.Path,
   dtype: str = "float32",

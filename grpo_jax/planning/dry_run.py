@@ -3,9 +3,9 @@
 Reads the config's mesh sizes, model and batch shape and hands them to
 :func:`grpo_jax.planning.memory.plan`, which builds the train state with ``jax.eval_shape`` on a
 device-less ``AbstractMesh``, places it by the logical-axis rules, and adds the sampler's KV
-cache and the update's activations (formulas in that module). No checkpoint, tokenizer or
-dataset is read: ``model.preset`` gives the shape when ``model.hf_path`` is not a local
-directory, so a 7-8B config plans on a laptop.
+cache and the update's activations (formulas in that module). No tensor, tokenizer or dataset
+is read: a local checkpoint's ``config.json`` or ``.gguf`` metadata gives the shape, else
+``model.preset`` (``model.hf_path`` a hub id), so a 7-8B config plans on a laptop.
 
 Widths: L = P + R with P = ``data.max_prompt_tokens`` ('math'; countdown: the task's prompt
 width) and R = the strategy preview budget (if on) + ``sampling.max_new_tokens``. Micro-batch
@@ -22,6 +22,7 @@ import jax
 
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.models.gguf_io import load_gguf_config
 from grpo_jax.planning import memory as memory_plan
 from grpo_jax.train.state import uses_reference
 
@@ -40,10 +41,14 @@ class DryRunPlan:
 
 
 def model_config(cfg, vocab_size: int | None = None) -> models.ModelConfig:
-  """The decoder's shape: a local checkpoint's config.json, else the preset or the fields."""
+  """The decoder's shape: a local checkpoint's config.json or ``.gguf`` metadata, else the preset
+  or the fields."""
   hf_path = str(cfg.model.get("hf_path", ""))
+  dtypes = str(cfg.model.dtype), str(cfg.model.param_dtype)
   if hf_path and (pathlib.Path(hf_path) / "config.json").exists():
-    return models.load_hf_config(hf_path, str(cfg.model.dtype), str(cfg.model.param_dtype))[0]
+    return models.load_hf_config(hf_path, *dtypes)[0]
+  if models.build.is_gguf(hf_path) and pathlib.Path(hf_path).is_file():
+    return load_gguf_config(hf_path, *dtypes)[0]
   mcfg = models.build.policy_config(cfg.model, vocab_size)
   if hf_path:  # the checkpoint (not here) would be loaded in the config's dtypes
     mcfg = dataclasses.replace(

@@ -118,6 +118,17 @@ def test_dry_run_param_bytes_match_real_parameters():
   assert 2 * real <= plan.bytes["optimizer"] <= 2 * real + 64  # two moments + a step count
 
 
+def test_dry_run_reads_a_gguf_checkpoints_shape(smollm2_gguf, smollm2_hf_dir):
+  """A config whose model is a local .gguf file plans from its metadata (no vocabulary from a
+  tokenizer needed): the shape equals the converted checkpoint's config.json."""
+  cfg = config_file.load("configs/smollm2_arithmetic.py", [f"model.hf_path={smollm2_gguf}"])
+  from_gguf = dry_run.model_config(cfg)
+  expected, _ = models.load_hf_config(str(smollm2_hf_dir))
+  assert from_gguf.num_params == expected.num_params == 134_515_008
+  assert (from_gguf.vocab_size, from_gguf.num_layers) == (expected.vocab_size, expected.num_layers)
+  assert dry_run.plan(cfg, num_devices=1).bytes["params"] == 4 * expected.num_params
+
+
 def test_study_sweep_is_the_preregistered_design():
   """configs/study.py: 7 conditions × 16 seeds × 50 steps, plans masked from the loss; the
   two seed halves partition the full sweep; every run is labelled with exactly one condition
