@@ -139,7 +139,7 @@ def bias_section(bias: dict | None) -> tuple[str, str]:
   """(H4's verdict, its tables) from experiments/group_bias.py's JSON: the pre-registered halves
   (``pooled``, judged) and quarters (``pooled_fine``, descriptive)."""
   if bias is None:
-    return study.UNRESOLVED + " (not measured: no --bias file)", ""
+    return study.UNRESOLVED, ""
   lines = []
   for key in ("pooled", "pooled_fine"):
     lines += ["", "| p bin | seeds | mixed groups | E[p̂ − p given mixed] [95% t] | β(p, G) |"]
@@ -187,7 +187,7 @@ def main(argv: list[str]) -> int:
   bias = json.loads(pathlib.Path(args.bias).read_text()) if args.bias else None
   verdicts["H4"], bias_table = bias_section(bias)
   grounds = {h: evidence(tests, hypotheses[h][0]) for h in hypotheses}
-  grounds["H4"] = bias_evidence(bias) or "not measured"
+  grounds["H4"] = bias_evidence(bias) or "no --bias file"
 
   done = [r for r in rows if r["status"] == "done"]
   unfinished = sorted(r["name"] for r in rows if r["status"] != "done")
@@ -201,7 +201,7 @@ def main(argv: list[str]) -> int:
     "",
     conditions_table(rows, names, k),
     "",
-    "## Primary comparisons (paired over seeds; Holm over the six)",
+    f"## Primary comparisons (paired over seeds; Holm over the {len(tests)})",
     "",
     tests_table(tests),
     "",
