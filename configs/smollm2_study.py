@@ -13,10 +13,10 @@ online one-line previews, K = 2, G = 8, B = 4), each differing from the anchor i
   anchor+hadw   the anchor with HA-DW (window anchor, λ = 1.3)
 
 Runs of one seed share the warm start and the prompt stream. Held-out: 96 problems × 4 samples,
-pass@1 and pass@4. Hardware: 2 CPU cores, about 15 minutes a run (warm start and evaluation
-before 3.5 min, 20 RL steps of 28-42 s, evaluation after); ``:seeds=N`` sets the replicates.
-A run keeps about one core busy, so two launcher processes on other seeds
-(``:first_seed=2,seeds=1`` and another work directory) run side by side.
+pass@1 and pass@4. Hardware: 2 CPU cores, about 15 minutes a run alone (warm start and
+evaluation before 3.5 min, 20 RL steps of 28-42 s, evaluation after); ``:seeds=N`` sets the
+replicates. A run keeps about one core busy, so two launcher processes on other seeds
+(``:first_seed=2,seeds=2`` and another work directory) run side by side, about 20 minutes a run.
 """
 
 import pathlib

@@ -3,7 +3,7 @@ Hugging Face checkpoint import/export, llama.cpp GGUF import and a per-device me
 
 from grpo_jax.models.build import build_policy, load_pretrained, load_tokenizer
 from grpo_jax.models.families import FAMILIES, Family, get_family
-from grpo_jax.models.gguf_io import load_gguf
+from grpo_jax.models.gguf_io import load_gguf, load_gguf_config
 from grpo_jax.models.hf_config import from_hf_config, load_hf_config, to_hf_config
 from grpo_jax.models.hf_io import HFModel, abstract_params, hf_name, load_hf, save_hf
 from grpo_jax.models.logprobs import logps_from_logits, token_logps
@@ -35,6 +35,7 @@ __all__ = [
   "hf_name",
   "init_params",
   "load_gguf",
+  "load_gguf_config",
   "load_hf",
   "load_hf_config",
   "load_pretrained",

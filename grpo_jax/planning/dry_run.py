@@ -22,7 +22,6 @@ import jax
 
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
-from grpo_jax.models.gguf_io import load_gguf_config
 from grpo_jax.planning import memory as memory_plan
 from grpo_jax.train.state import uses_reference
 
@@ -48,7 +47,7 @@ def model_config(cfg, vocab_size: int | None = None) -> models.ModelConfig:
   if hf_path and (pathlib.Path(hf_path) / "config.json").exists():
     return models.load_hf_config(hf_path, *dtypes)[0]
   if models.build.is_gguf(hf_path) and pathlib.Path(hf_path).is_file():
-    return load_gguf_config(hf_path, *dtypes)[0]
+    return models.load_gguf_config(hf_path, *dtypes)[0]
   mcfg = models.build.policy_config(cfg.model, vocab_size)
   if hf_path:  # the checkpoint (not here) would be loaded in the config's dtypes
     mcfg = dataclasses.replace(

@@ -157,6 +157,16 @@ def test_study_sweep_is_the_preregistered_design():
   assert not cfg["anchor"].strategy.train_on_preview
 
 
+def test_smollm2_study_seed_ranges_partition_the_arm():
+  """configs/smollm2_study.py: first_seed moves the seeds, so two launcher processes on seed
+  ranges run the same members as one sweep."""
+  whole = sweep.expand("configs/smollm2_study.py:seeds=4")
+  parts = sweep.expand("configs/smollm2_study.py:seeds=2")
+  parts += sweep.expand("configs/smollm2_study.py:first_seed=2,seeds=2")
+  assert len(whole) == 3 * 4 and sorted(r.name for r in parts) == sorted(r.name for r in whole)
+  assert {r.overrides["seed"] for r in parts[6:]} == {2, 3}
+
+
 def _flat(cfg, prefix=""):
   out = {}
   for key, value in cfg.items():
