@@ -4,10 +4,14 @@ DAPO-Math-17K, AIME 2024/25/26 and AMC23 golds are all integers; MATH has many p
 fractions. For them the answer is decided here with Python ``Fraction`` arithmetic, which is
 exact (no ``evalf(chop=True)`` tiny-number collapse) and cannot hang (no sympy, no big powers).
 
-A number is read after stripping presentation only: ``$``, ``\\text{...}`` and trailing unit
-words, ``^\\circ``, currency, thousands separators (``1,000`` / ``1{,}000``), a leading
-``x =``, a trailing full stop, leading zeros. Accepted shapes: ``-12``, ``3.50``, ``.5``,
-``7/8``, ``\\frac{7}{8}``, ``-\\frac{7}{8}``, ``\\frac78``, each optionally followed by ``%``.
+A number is read after stripping presentation only: ``$``, ``\\text{...}`` wrappers, a trailing
+run of unit words on the whitelist of ``units.py`` (``5\\text{ cm}^2``, ``5 km/h``,
+``5 percent`` reads as ``5\\%``), ``^\\circ`` (and a C or F after it), currency, thousands
+separators (``1,000`` / ``1{,}000`` / ``1\\,000``), a leading ``x =``, a trailing full stop,
+leading zeros. Accepted shapes: ``-12``, ``3.50``, ``.5``, ``7/8``, ``\\frac{7}{8}``,
+``-\\frac{7}{8}``, ``\\frac78``, each optionally followed by ``%``. Words that change the
+number are not units and stay: ``5x``, ``5 \\text{ or more}``, ``\\text{at least } 5``,
+``5 \\text{ or } 6`` are not plain numbers (see ``units.py`` for the rule).
 
 Percent: when exactly one side carries ``%``, both readings are accepted (``7.41\\%`` vs
 ``7.41``; ``50\\%`` vs ``\\frac12``). Without a ``%`` sign there is no ×100 rule (``0.5`` is
@@ -18,17 +22,22 @@ Policy (``fast_compare``): when both sides are plain numbers an integer gold is 
 exact equality and False only when both sides are exact (no decimal point); otherwise it
 defers (None) to math-verify, whose 6-decimal rounding accepts ``0.333333`` for ``\\frac13``.
 A prediction that is not a plain number (``2^{10}``, ``5!``, ``\\binom{10}{3}``, ``-(-3)``) is
-never scored 0 here: it defers (None), and for an exact gold (integer or fraction, no ``%``)
-``closed_form_target`` gives the value that the worker's exact closed-form route
+not scored 0 here, except two numbers side by side (``5 6``, ``5 \\quad 6``: several
+candidates for one number): it defers (None), and for an exact gold (integer or fraction, no
+``%``) ``closed_form_target`` gives the value that the worker's exact closed-form route
 (``closed_form.py``) compares it with. With an integer gold that route is strict: an answer
-that is not a closed-form number (``5 or 6``, ``\\{5, 6\\}``, ``x``) scores 0, as in the
-AIME/DAPO answer format. The one exception: an integer gold too long for ``int()`` is only
-matched by its digit string.
+that is not a closed-form number (``5 or 6``, ``\\{5, 6\\}``, ``x``, ``5x``) scores 0, as in
+the AIME/DAPO answer format. The worker parses answers without math-verify's unit removal,
+which drops any trailing ``\\text{...}`` and words such as "more" or "less": the words kept
+here reach it and make the answer unequal. An integer gold too long for ``int()`` is decided
+here too: only its digit string matches.
 """
 
 import re
 from fractions import Fraction
 from typing import NamedTuple
+
+from grpo_jax.rewards.math import units
 
 # Python refuses int() on longer digit strings (3.11+); beyond this compare digit strings.
 _MAX_INT_DIGITS = 4000
@@ -41,10 +50,14 @@ _FRAC_SLASH = re.compile(rf"^({_INT})\s*/\s*({_INT})$")
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 _ASSIGN = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?!.*=)")
-# Each word must end at a separator, so the repetition cannot backtrack exponentially.
-_UNIT_TAIL = re.compile(
-  r"(?<=[\d.}%])\s*(?:[A-Za-z]+(?:/[A-Za-z]+)?(?:\s*\^\{?[23]\}?)?(?:[\s.]+|$))+$"
+# A degree sign, and a C or F right after it (`30^\circ C`).
+_DEGREE = re.compile(
+  r"(?:\^\s*(?:\{\s*)?\\circ(?:\s*\})?|\\circ|°|\\degree)(?:\s*(?:[CF](?![A-Za-z])|\{\s*[CF]\s*\}))?"
 )
+# Plain numbers apart by spaces: a thousands grouping (`1 000`) or several numbers (`5 6`).
+_UNSIGNED = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_SIDE_BY_SIDE = re.compile(rf"[+-]?{_UNSIGNED}(?:\s+[+-]?{_UNSIGNED})+")
+_SPACE_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:\s+\d{3})+(?:\.\d+)?$")
 
 
 class Num(NamedTuple):
@@ -60,12 +73,10 @@ def _strip_presentation(s: str) -> tuple[str, bool]:
   s = s.strip()
   s = _TEXT_CMD.sub(lambda m: " " + m.group(1) + " ", s)
   s = s.replace("\\$", "").replace("$", "").replace("{,}", "").replace("\\!", "")
-  s = re.sub(r"\^\s*(?:\{\s*)?\\circ(?:\s*\})?|\\circ|°|\\degree", "", s)
+  s = _DEGREE.sub("", s)
   s = re.sub(r"(?<!\\)\\[,;: ]", " ", s).strip()
   s = _ASSIGN.sub("", s)
-  if len(s) < 300:  # unit words follow short answers only; keeps the regex scan short
-    s = _UNIT_TAIL.sub("", s).strip()
-  percent = False
+  s, percent = units.split_unit_tail(s)
   if s.endswith("\\%") or s.endswith("%"):
     percent = True
     s = s[:-2] if s.endswith("\\%") else s[:-1]
@@ -75,6 +86,11 @@ def _strip_presentation(s: str) -> tuple[str, bool]:
   if s.startswith("{") and s.endswith("}"):
     s = s[1:-1].strip()
   return s, percent
+
+
+def _side_by_side(s: str) -> bool:
+  """``5 6`` (``5 \\quad 6``): numbers apart by spaces that are not thousands groups."""
+  return bool(_SIDE_BY_SIDE.fullmatch(s)) and not _SPACE_THOUSANDS.match(s)
 
 
 def _canon_int(s: str) -> str:
@@ -88,6 +104,8 @@ def parse_number(s: str) -> Num | None:
   if not isinstance(s, str) or len(s) > 20000:
     return None
   s, percent = _strip_presentation(s)
+  if _side_by_side(s):
+    return None
   s = s.replace(" ", "")
   if _THOUSANDS.match(s):
     s = s.replace(",", "")
@@ -136,7 +154,9 @@ def fast_compare(pred: str, gold: str) -> bool | None:
   gold_is_int = bool(g.digits) and g.exact and not g.percent
   p = parse_number(pred)
   if p is None:  # not a plain number: the closed-form route or math-verify decides
-    return False if gold_is_int and g.value is None else None
+    if g.value is None or (len(pred) <= 20000 and _side_by_side(_strip_presentation(pred)[0])):
+      return False  # a digit string too long for int(); several numbers for one
+    return None
   if g.value is None or p.value is None:  # an integer too long for int(): compare digits
     return bool(g.digits) and g.digits == p.digits and g.percent == p.percent
   gv = _values(g, p.percent)

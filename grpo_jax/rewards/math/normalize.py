@@ -7,8 +7,9 @@ numeric golds arrive as int/float (``27.0``). ``normalize_gold`` turns each into
 string; the verifier later wraps it in ``\\boxed{}`` so it is never read as free text.
 
 ``clean_latex`` is the light cleanup shared by golds and predictions: spacing commands,
-``\\dfrac``/``\\tfrac``, ``\\left``/``\\right``, Unicode minus and degree signs, ``\\varnothing``.
-It never changes a value.
+``\\dfrac``/``\\tfrac``, ``\\left``/``\\right``, Unicode minus signs (and the dashes written
+as one: figure, en and em dash, small and fullwidth hyphen-minus), degree signs,
+``\\varnothing``. It never changes a value.
 """
 
 import math
@@ -21,9 +22,11 @@ _PY_TRAILING_DOT = re.compile(r"(?<![\w.])(\d+)\.(?![\d\w])")
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 # Not after a backslash: `\\ ` is a matrix row break, not a space.
 _SPACING = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad\b|~")
+# Dashes used as a minus sign: U+2212 minus, U+2010/2011 hyphens, U+2012 figure dash, U+2013
+# en dash, U+2014 em dash, U+FE63 small and U+FF0D fullwidth hyphen-minus.
+_MINUS = "\u2212\u2010\u2011\u2012\u2013\u2014\ufe63\uff0d"
 _UNICODE = {
-  "−": "-",
-  "–": "-",
+  **dict.fromkeys(_MINUS, "-"),
   "×": r"\times ",
   "·": r"\cdot ",
   "π": r"\pi ",
@@ -135,5 +138,11 @@ def strip_thousands(s: str) -> str:
 
 
 def canonical(s: str) -> str:
-  """Whitespace-free form used for the identical-strings shortcut."""
-  return re.sub(r"\s+", "", s)
+  """Whitespace-free form used for the identical-strings shortcut; a space between two digits
+  stays (``5 6``, two numbers, is not ``56``)."""
+
+  def gap(m: re.Match) -> str:
+    i, j = m.start(), m.end()
+    return " " if 0 < i and j < len(s) and s[i - 1].isdigit() and s[j].isdigit() else ""
+
+  return re.sub(r"\s+", gap, s)

@@ -11,7 +11,9 @@ Per item (METHODS §6):
      (``reward/closed_form``, also in ``reward/verifier_calls``); refused past its size limits
      → 0 (``reward/guarded``). With an integer gold an answer that is not a closed-form
      number scores 0; with a fraction it goes on to math-verify within the same check.
-  6. otherwise math-verify in the worker pool with a hard kill; timeout → 0 (``reward/timeouts``),
+  6. otherwise math-verify in the worker pool with a hard kill, on the answer without its
+     whitelisted unit words (``units.py``) and with math-verify's own unit removal off, so
+     ``\\sqrt2 \\text{ or more}`` stays unequal; timeout → 0 (``reward/timeouts``),
      unparsable answer → 0 (``reward/parse_failures``), unparsable gold → 0
      (``reward/gold_parse_failures``: a data problem, also in ``reward/parse_failures``).
 
@@ -21,7 +23,7 @@ often agree.
 
 import numpy as np
 
-from grpo_jax.rewards.math import fastpath, guards, normalize, verify
+from grpo_jax.rewards.math import fastpath, guards, normalize, units, verify
 from grpo_jax.rewards.math.extract import extract_answer
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -104,7 +106,11 @@ def score_batch(
     pairs = list(queued)
     counts["reward/verifier_calls"] = len(pairs)
     counts["reward/closed_form"] = len(routes)
-    items = [(*pair, routes[pair]) if pair in routes else pair for pair in pairs]
+    # The worker parses answers without math-verify's unit removal: whitelisted units go here.
+    items = []
+    for pair in pairs:
+      item = (pair[0], units.strip_unit_tail(pair[1]))
+      items.append((*item, routes[pair]) if pair in routes else item)
     results = verify.get_pool(num_workers).check(items, timeout_s=timeout_s)
     for pair, (status, equal) in zip(pairs, results):
       rows = queued[pair]

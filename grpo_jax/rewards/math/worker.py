@@ -13,6 +13,10 @@ goes on to math-verify.
 Response ``{"i": k, "status": "ok" | "timeout" | "gold_parse" | "pred_parse" | "guarded" |
 "error", "equal": bool}``; the first line written is ``{"ready": true}``.
 
+Answers are parsed with math-verify's unit normalisation off (it removes any trailing
+``\\text{...}`` and words such as "more": ``5 \\text{ or more}`` would read 5); the parent removes
+whitelisted unit words first (``units.py``). Golds keep it.
+
 Each check runs on this process's main thread under its own SIGALRM soft timeout
 (``soft_s``); math-verify's internal signal timeouts are off. Work the alarm cannot interrupt
 (C-level big integers) is ended by the parent, which kills this process at its hard deadline.
@@ -103,17 +107,26 @@ def main() -> None:
 
   cf = _load_closed_form()
 
-  norm = NormalizationConfig(
-    basic_latex=True, units=True, malformed_operators=True, nits=True, boxed="all", equations=False
-  )
-  cfg = [LatexExtractionConfig(boxed_match_priority=0, normalization_config=norm)]
+  def config(units: bool):
+    norm = NormalizationConfig(
+      basic_latex=True,
+      units=units,
+      malformed_operators=True,
+      nits=True,
+      boxed="all",
+      equations=False,
+    )
+    return norm, [LatexExtractionConfig(boxed_match_priority=0, normalization_config=norm)]
+
+  _, cfg = config(units=True)  # golds; answers without unit removal (module docstring)
+  norm, pred_cfg = config(units=False)
 
   def check(gold: str, pred: str) -> tuple[str, bool]:
     kw = dict(fallback_mode="no_fallback", parsing_timeout=None)
     gold_parsed = parse("\\boxed{" + gold + "}", cfg, **kw)
     if not gold_parsed:
       return "gold_parse", False
-    pred_parsed = parse("\\boxed{" + pred + "}", cfg, **kw)
+    pred_parsed = parse("\\boxed{" + pred + "}", pred_cfg, **kw)
     if not pred_parsed:
       return "pred_parse", False
     equal = verify(gold_parsed, pred_parsed, timeout_seconds=None)
