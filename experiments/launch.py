@@ -6,6 +6,8 @@ Re-running the same command on the same workdir resumes from the last checkpoint
 ``--mode=presample`` only warm-starts and draws the strategy previews (METHODS §5) into the
 workdir; the training command on the same workdir then resumes from there.
 ``--mode=export --out DIR [--step N]`` writes the workdir's checkpoint as a Hugging Face directory.
+``--mode=profile`` writes the training problems' pass rates under the policy to
+``profile/pass_rates.jsonl`` (``data.pass_rate_band`` trains on a band of them).
 A workdir resumes only under the config it started with (``grpo_jax.config.resume``);
 ``--allow_config_change`` resumes under a changed one and records the change in config.json.
 ``--sweep`` / ``--pod`` load every run's config before starting any; ``--sweep --dry_run``
@@ -39,8 +41,11 @@ def parse_args(argv: list[str]):
   parser.add_argument(
     "--mode",
     default="train",
-    choices=["train", "presample", "eval", "export"],
+    choices=["train", "presample", "eval", "export", "profile"],
     help="presample: warm start, then draw the strategy previews and stop; "
+    "profile: sample profile.num_samples completions of each training problem with the "
+    "workdir's latest checkpoint (a fresh workdir: the warm-started model.hf_path or init) "
+    "and write profile/pass_rates.jsonl (profile/pass_rates_step<k>.jsonl at step k); "
     "eval: evaluate the workdir's checkpoint (or model.hf_path) on the "
     "config's benchmarks; export: write it as a Hugging Face directory",
   )
@@ -291,6 +296,10 @@ def main(argv: list[str]) -> int:
 
     evaluate_run(cfg, args.workdir, args.step)
     print(f"run directory: {args.workdir}")
+    return 0
+  if args.mode == "profile":
+    out = train(cfg, args.workdir, allow_config_change=args.allow_config_change, profile_only=True)
+    print(f"difficulty profile: {out['profile']}\nrun directory: {args.workdir}")
     return 0
   if args.mode == "export":
     from grpo_jax.train.export import export_run

@@ -8,7 +8,9 @@ real tokenizer, chat template and embeddings at a fifteenth of the compile time.
 ``configs/smollm2_arithmetic.py:tiny=1`` (the math task on generated arithmetic) into
 ``ROOT/<mode>``; the GRPO run also warm-starts (two supervised steps on the worked solutions in
 the chat format) and evaluates after RL. It is then exported to ``ROOT/export``.
-``tests/e2e/test_real_model_launch.py`` reads the run directories.
+The band run profiles its initial policy first, and ``--mode=profile`` profiles its last
+checkpoint twice (the second time resuming a cut file). ``tests/e2e/test_real_model_launch.py``
+reads the run directories.
 """
 
 from __future__ import annotations
@@ -58,6 +60,14 @@ MODES = {
   "presampled": PRESAMPLED + ["--config.hadw.enabled=false"],
   "shuffle": PRESAMPLED + ["--config.hadw.enabled=false", "--config.advantage.offset_shuffle=true"],
   "online": ["--config.strategy.source=online", "--config.hadw.enabled=true"],
+  # The difficulty profile of the initial policy (8 problems x 2 samples), then RL on its band.
+  "band": ONE_STAGE
+  + [
+    "--config.hadw.enabled=false",
+    "--config.data.pass_rate_band=(0.0, 0.5)",
+    "--config.profile.num_problems=8",
+    "--config.profile.num_samples=2",
+  ],
 }
 
 
@@ -78,6 +88,19 @@ def main(root: str, hf_dir: str) -> int:
     code = launch.main(base + ["--workdir", str(root / mode)] + common + overrides)
     if code:
       return code
+  # --mode=profile on the band run's last checkpoint, then once more after cutting the file
+  # back to its first chunk and a half-written line (a killed profile): it must end the same.
+  profile = base + common + MODES["band"] + ["--workdir", str(root / "band"), "--mode=profile"]
+  code = launch.main(profile)
+  path = root / "band/profile/pass_rates_step2.jsonl"
+  if code or not path.exists():
+    return code or 1
+  lines = path.read_text().splitlines(keepends=True)
+  path.with_suffix(".uninterrupted").write_text("".join(lines))
+  path.write_text("".join(lines[:4]) + lines[4][:12])
+  code = launch.main(profile)
+  if code:
+    return code
   export = ["--workdir", str(root / "grpo"), "--mode=export", "--out", str(root / "export")]
   return launch.main(base + common + MODES["grpo"] + export)
 

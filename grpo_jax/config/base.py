@@ -74,6 +74,23 @@ def base_config() -> ConfigDict:
   c.data.max_prompt_tokens = 512
   c.data.reward_timeout_s = 5.0
   c.data.reward_workers = 0
+  # The generated arithmetic sets' relative level frequencies (levels 1-5), in training and
+  # held-out problems alike; () = the defaults (grpo_jax.data.math.arithmetic.DEFAULT_WEIGHTS).
+  c.data.level_weights = ()
+  # Train only on problems whose profiled pass rate (launch.py --mode=profile) lies in [lo, hi]:
+  # a group of G is informative (mixed rewards) with probability 1 - p^G - (1 - p)^G.
+  # () = every training problem. pass_rate_file: '' = <workdir>/profile/pass_rates.jsonl.
+  c.data.pass_rate_band = ()
+  c.data.pass_rate_file = ""
+  # Re-profile the band's pool with the current policy every k RL steps (a curriculum: the
+  # band moves as the policy improves); 0 = the first profile throughout.
+  c.data.reprofile_every = 0
+
+  # The difficulty profile (launch.py --mode=profile; grpo_jax.train.profile): n samples of
+  # each of the first num_problems training problems (0 = all) at the sampling settings.
+  c.profile = ConfigDict()
+  c.profile.num_problems = 256
+  c.profile.num_samples = 16
 
   # Rollouts.
   c.sampling = ConfigDict()
@@ -197,6 +214,9 @@ def base_config() -> ConfigDict:
   c.warmstart.target_pass1 = 0.2
   c.warmstart.check_every = 100
   c.warmstart.check_problems = 64
+  # What the loss supervises: all (the reference solution's tokens) | format (the answer line
+  # without its digits, and the end token: how the answer is written, none of the working).
+  c.warmstart.supervise = "all"
 
   # Device mesh axis sizes; -1 = all remaining devices.
   c.mesh = ConfigDict()

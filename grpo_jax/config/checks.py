@@ -37,6 +37,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
   "advantage.scale": ("batch", "group", "none"),
   "advantage.scale_of": ("advantages", "rewards"),
   "advantage.offset_shuffle_scope": ("batch", "prompt"),
+  "warmstart.supervise": ("all", "format"),
   "hadw.anchor": ("fixed", "kalman", "window"),
   "hadw.sigma_of": ("beliefs", "observations"),
   "loss.kind": ("dapo", "grpo", "gspo"),
@@ -63,6 +64,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "advantage.scale": ("grpo_jax.advantages.normalize", "SCALES"),
   "advantage.scale_of": ("grpo_jax.advantages.normalize", "SCALE_OF"),
   "advantage.offset_shuffle_scope": ("grpo_jax.advantages.shuffle", "SCOPES"),
+  "warmstart.supervise": ("grpo_jax.train.warmstart", "SUPERVISE"),
   "hadw.anchor": ("grpo_jax.advantages.hadw", "ANCHORS"),
   "hadw.sigma_of": ("grpo_jax.advantages.hadw", "SIGMA_OF"),
   "loss.kind": ("grpo_jax.losses.policy", "LOSS_KINDS"),
@@ -241,6 +243,16 @@ def check_experiment(e) -> None:
 
 def _check_data(e) -> None:
   d = e.data
+  if d.pass_rate_band and d.task != "math":
+    fail(
+      f"config key data.pass_rate_band = {d.pass_rate_band} needs a fixed pool of training "
+      f"problems to profile: data.task = 'math', not {d.task!r}"
+    )
+  if d.level_weights and not (d.task == "math" and d.train_set == "arithmetic"):
+    fail(
+      "config key data.level_weights weights the generated set's levels: it needs "
+      f"data.task = 'math' and data.train_set = 'arithmetic', not {d.train_set!r}"
+    )
   if d.chat_template not in ("auto", "none") and not os.path.isfile(d.chat_template):
     fail(
       f"config key data.chat_template = {d.chat_template!r} is neither 'auto', 'none' nor an "

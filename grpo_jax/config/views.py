@@ -101,6 +101,28 @@ class Data(View):
   max_prompt_tokens: int = spec(ge=1)
   reward_timeout_s: float = spec(gt=0)
   reward_workers: int = spec(ge=0)  # 0 = one per host core
+  level_weights: tuple[float, ...] = spec(ge=0)
+  pass_rate_band: tuple[float, ...] = spec(ge=0, le=1)
+  pass_rate_file: str = spec()
+  reprofile_every: int = spec(ge=0, doc="0 = off")
+
+  def check(self):
+    if self.level_weights and (len(self.level_weights) != 5 or not sum(self.level_weights)):
+      fail(
+        f"config key data.level_weights = {self.level_weights} must be 5 non-negative weights "
+        "of levels 1-5 with a positive sum, or () for the set's defaults"
+      )
+    band = self.pass_rate_band
+    if band and (len(band) != 2 or band[0] > band[1]):
+      fail(f"config key data.pass_rate_band = {band} must be (lo, hi) with lo <= hi, or ()")
+    if self.reprofile_every and not band:
+      fail("config key data.reprofile_every needs data.pass_rate_band (the band it moves)")
+
+
+@_view("profile")
+class Profile(View):
+  num_problems: int = spec(ge=0, doc="0 = every training problem")
+  num_samples: int = spec(ge=1)
 
 
 @_view("sampling")
@@ -207,6 +229,7 @@ class Warmstart(View):
   target_pass1: float = spec(ge=0, le=1)
   check_every: int = spec(ge=1)
   check_problems: int = spec(ge=1)
+  supervise: str = spec(choices=True)
 
 
 @_view("mesh")
@@ -259,6 +282,7 @@ GROUPS: dict[str, type[View]] = {
   for cls in (
     Model,
     Data,
+    Profile,
     Sampling,
     Strategy,
     Advantage,
@@ -287,6 +311,7 @@ class Experiment:
   steps: int
   model: Model
   data: Data
+  profile: Profile
   sampling: Sampling
   strategy: Strategy
   advantage: Advantage

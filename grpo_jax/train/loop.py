@@ -20,11 +20,12 @@ from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.config import provenance, resume
+from grpo_jax.data import pass_rates
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
 from grpo_jax.runs import paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
-from grpo_jax.train import distributed, dynamic_sampling, plots
+from grpo_jax.train import distributed, dynamic_sampling, plots, profile
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
@@ -122,6 +123,23 @@ def _evaluator(cfg, s: Setup, workdir: epath.Path):
   return run_eval
 
 
+def policy_params(cfg, s: Setup, workdir: paths.PathLike, step: int | None, log=print):
+  """``(params, step)``: a run directory's checkpoint (the latest, or ``step``) or, with no
+  checkpoint there, the policy as built (``model.hf_path`` or a fresh init) at step 0."""
+  workdir = epath.Path(workdir)
+  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
+  if ckpt.latest_step() is not None:
+    step = ckpt.latest_step() if step is None else step
+    params = ckpt.restore(abstract_like(s.state_shapes, s.state_shardings), step)["params"]
+    log(f"policy: checkpoint step {step} of {workdir}")
+  else:
+    step = 0 if step is None else step
+    params = shard_lib.place(s.params, s.state_shardings["params"])
+    log(f"no checkpoint in {workdir}; the policy as built")
+  ckpt.close()
+  return params, step
+
+
 def evaluate_run(cfg, workdir: paths.PathLike, step: int | None = None, log=print) -> dict:
   """``launch.py --mode=eval``: evaluates a run directory's checkpoint (the latest, or ``step``)
   or, with no checkpoint there, the policy as built (``model.hf_path`` or a fresh init).
@@ -129,20 +147,22 @@ def evaluate_run(cfg, workdir: paths.PathLike, step: int | None = None, log=prin
   workdir = epath.Path(workdir)
   log = distributed.primary_log(log)
   s = setup(cfg, log=log)
-  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
-  if ckpt.latest_step() is not None:
-    step = ckpt.latest_step() if step is None else step
-    params = ckpt.restore(abstract_like(s.state_shapes, s.state_shardings), step)["params"]
-    log(f"evaluating checkpoint step {step} of {workdir}")
-  else:
-    step = 0 if step is None else step
-    params = shard_lib.place(s.params, s.state_shardings["params"])
-    log(f"no checkpoint in {workdir}; evaluating the policy as built")
-  ckpt.close()
+  params, step = policy_params(cfg, s, workdir, step, log)
   results = _evaluator(cfg, s, workdir)(params, step)
   if distributed.is_primary():
     log(bench_lib.summary_table(bench_lib.read_results(workdir)))
   return results
+
+
+def progress_postfix(metrics: dict) -> dict:
+  """The progress bar's numbers: reward, the share of groups with equal rewards (zero
+  advantage, no gradient) and its complement, the informative share."""
+  zero = metrics.get("adv/zero_std_frac", float("nan"))
+  return {
+    "reward": f"{metrics['reward/mean']:.3f}",
+    "zero_std": f"{zero:.2f}",
+    "informative": f"{1 - zero:.2f}",
+  }
 
 
 def train(
@@ -151,9 +171,12 @@ def train(
   log=print,
   presample_only: bool = False,
   allow_config_change: bool = False,
+  profile_only: bool = False,
 ) -> dict:
   """Runs (or resumes) the experiment ``cfg`` in ``workdir``; returns ``results.json``'s dict.
 
+  ``profile_only``: stop once the difficulty profile of the latest (or initial, warm-started)
+  policy is written (``launch.py --mode=profile``; ``grpo_jax.train.profile``).
   ``presample_only``: stop once the initial (warm-started) policy has been checkpointed and the
   strategy previews drawn (``launch.py --mode=presample``); a later run resumes from there.
   A workdir with a checkpoint resumes only under the config it started with (up to the keys of
@@ -180,6 +203,8 @@ def train(
   mesh, task, rollout, graphdef = s.mesh, s.task, s.rollout, s.graphdef
   params, optimizer, state_shardings = s.params, s.optimizer, s.state_shardings
   G = cfg.sampling.group_size
+  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
+  resume_step = ckpt.latest_step()
 
   def make_step(completion_len: int):
     step_fn = make_update_step(
@@ -191,8 +216,6 @@ def train(
   update_step = LengthAwareUpdate(make_step, mesh, cfg.loss.length_buckets, log=log)
 
   # Restore, or warm start and begin.
-  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
-  resume_step = ckpt.latest_step()
   tracker = None
   if cfg.logging.wandb and distributed.is_primary():
     from grpo_jax.train.wandb_tracker import WandbTracker  # noqa: PLC0415 (optional)
@@ -216,6 +239,25 @@ def train(
     state = shard_lib.init_sharded(lambda p: init_state(p, optimizer, cfg), params, state_shardings)
     ckpt.save(0, state)
     ckpt.wait()
+  # The difficulty profile and the learnable band (grpo_jax.train.profile): a fresh run (or
+  # --mode=profile) profiles the initial, warm-started policy unless data.pass_rate_file names
+  # a profile; a resumed one reads the band's profile back.
+  if profile_only or cfg.data.pass_rate_band:
+    at = int(state["step"])
+    source = profile.band_source(cfg, workdir, at)
+    if profile_only or (not source.exists() and not cfg.data.pass_rate_file):
+      source = profile.profile_path(workdir, at)
+      sample_params = shard_lib.reshard(state["params"], s.sample_shardings)
+      rows = profile.Profiler(cfg, task, mesh, graphdef, log).run(sample_params, source, at)
+      log(pass_rates.level_table(rows, G, tuple(cfg.data.pass_rate_band) or None))
+    if profile_only:
+      ckpt.close()
+      metrics_writer.close()
+      if tracker is not None:
+        tracker.close()
+      return {"profile": str(source)}
+    record["data_band"] = profile.apply_band(cfg, task, source, log=log)
+    write_json(workdir / resume.CONFIG_JSON, record)
   policy = Policy(graphdef, state["params"], mesh, SampleSettings.from_config(cfg.sampling))
   presample = rollout.prepare(policy, workdir, int(state["step"]), log=log)  # the initial policy
   if presample_only:
@@ -271,11 +313,13 @@ def train(
       check_finite(step + 1, metrics)
       metrics.update({"time/rollout_s": t1 - t0, "time/update_s": time.time() - t1})
       metrics.update(batch.metrics)  # response/*, strategy/* (two-stage), dapo/*
+      if cfg.data.pass_rate_band:
+        metrics["data/band_problems"] = len(task.train_rows)
       metrics_writer.write(step + 1, metrics)
       metrics_writer.write_samples(
         step + 1, step_samples(batch, task, cfg.logging.samples_per_step)
       )
-      bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}")
+      bar.set_postfix(progress_postfix(metrics))
       preempted = watch.reached(step + 1, ckpt)  # the same answer on every process
       if ckpt.due(step + 1, last=step + 1 == cfg.steps) or preempted:
         ckpt.save(step + 1, state)
@@ -284,6 +328,11 @@ def train(
         raise Preempted(step + 1)  # the finally below waits for the save
       if cfg.eval.every_steps and (step + 1) % cfg.eval.every_steps == 0 and step + 1 < cfg.steps:
         evaluate(state["params"], step + 1)  # the final step is evaluated below
+      k = cfg.data.reprofile_every
+      if k and (step + 1) % k == 0 and step + 1 < cfg.steps:  # the band follows the policy
+        params_now = shard_lib.reshard(state["params"], s.sample_shardings)
+        band = profile.reprofile(cfg, task, mesh, graphdef, params_now, workdir, step + 1, log)
+        write_json(workdir / pass_rates.PROFILE_DIR / f"band_step{step + 1}.json", band)
   finally:
     watch.close()
     # Pending saves hold earlier, finite steps: finish them even when a step fails.

@@ -19,10 +19,11 @@ def step_samples(batch, task, count: int) -> list[dict]:
   picks = real_N[np.unique(np.linspace(0, len(real_N) - 1, min(count, len(real_N))).astype(int))]
   records = []
   for i in picks.tolist():
-    completion = batch.completions_N[i]
+    completion, problem = batch.completions_N[i], batch.problems_N[i]
     records.append(
       {
-        "prompt": task.prompt_text(batch.problems_N[i]),
+        "problem_id": str(problem["id"]) if isinstance(problem, dict) and "id" in problem else None,
+        "prompt": task.prompt_text(problem),
         "completion": completion,
         "answer": task.answer_of(completion),
         "reward": float(batch.rewards_N[i]),

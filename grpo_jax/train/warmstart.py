@@ -1,8 +1,16 @@
 """Supervised warm start on the task's reference solutions.
 
 Cross-entropy on completion tokens (EOS included), stopped as soon as pass@1 on a validation slice
-of the *training* stream (never the held-out set) reaches ``warmstart.target_pass1``, so RL starts
-from a policy with signal: neither hopeless nor solved.
+of the *training* stream (never the held-out set), sampled at the run's temperature, reaches
+``warmstart.target_pass1``, so RL starts from a policy with signal: neither hopeless nor solved.
+
+``warmstart.supervise = "format"`` keeps the solution out of the loss: only the reference's last
+line (the answer line, ``So the answer is \\boxed{N}.``) and the end token are supervised, and
+in it no token whose text holds a digit, so the policy learns where and how to write the answer
+and none of the arithmetic; the working and the numbers it writes stay its own. A full
+supervised cold start (``"all"``) peaks the policy on the reference solutions, and with every
+group of a peaked policy all-correct or all-wrong RL gets no signal (SimpleRL-Zoo reports that a
+standard SFT cold start harms RL).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from grpo_jax.train import distributed
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.rollout import OneStageRollout
 
+SUPERVISE = ("all", "format")
 SFT_STREAM_START = 1_000_000  # warm-start problems come from their own part of the stream
 VALID_STREAM_START = 2_000_000
 
@@ -49,6 +58,26 @@ def make_sft_step(graphdef, optimizer, mesh, prompt_len: int = 0):
   )
 
 
+def token_classes(tokenizer) -> tuple[np.ndarray, np.ndarray]:
+  """bool ``digit_V`` and ``newline_V`` over the tokenizer's ids: whose text holds a digit, a
+  line break."""
+  texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+  digit_V = np.array([any(ch.isdigit() for ch in t) for t in texts], bool)
+  newline_V = np.array(["\n" in t for t in texts], bool)
+  return digit_V, newline_V
+
+
+def format_mask(tokens_BxL, loss_mask_BxL, digit_V, newline_V) -> np.ndarray:
+  """``loss_mask_BxL`` cut to each row's last supervised line (the tokens after its last line
+  break) without its digit tokens (``supervise='format'``)."""
+  supervised_BxL = loss_mask_BxL.astype(bool)
+  breaks_BxL = supervised_BxL & newline_V[tokens_BxL]
+  L = tokens_BxL.shape[1]
+  last_B = np.where(breaks_BxL.any(1), L - 1 - np.argmax(breaks_BxL[:, ::-1], axis=1), -1)
+  after_BxL = np.arange(L)[None, :] > last_B[:, None]
+  return (supervised_BxL & after_BxL & ~digit_V[tokens_BxL]).astype(loss_mask_BxL.dtype)
+
+
 def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list[dict]]:
   """Returns the warm-started params and the validation history ``[{step, loss, pass@1}]``."""
   ws = cfg.warmstart
@@ -59,7 +88,8 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
   step_fn = make_sft_step(graphdef, optimizer, mesh, task.prompt_len)
   rng = np.random.default_rng(cfg.seed)
   valid = task.train_problems(VALID_STREAM_START, ws.check_problems)
-  settings = SampleSettings(cfg.sampling.max_new_tokens, 1.0)
+  settings = SampleSettings(cfg.sampling.max_new_tokens, cfg.sampling.temperature)
+  classes = token_classes(task.tokenizer) if ws.supervise == "format" else None
   # Validation: G one-stage samples per problem, whatever the run's rollout kind.
   check = EvalLoop(
     OneStageRollout(cfg, task), cfg.sampling.group_size, ws.check_problems, progress=False
@@ -71,6 +101,8 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
     tokens_BxL, input_mask_BxL, loss_mask_BxL = task.sft_batch(
       SFT_STREAM_START + step * ws.batch_size, ws.batch_size, rng
     )
+    if classes is not None:
+      loss_mask_BxL = format_mask(tokens_BxL, loss_mask_BxL, *classes)
     # Every process draws the step's rows (one random stream) and hands over those its
     # devices hold: the global batch is the one-process batch.
     r0, r1 = shard_lib.process_rows(mesh, ws.batch_size)

@@ -96,6 +96,29 @@ def test_two_rl_steps(runs, mode):
 
 
 @pytest.mark.slow
+def test_profile_and_band(runs):
+  """The band run profiled its initial policy (8 problems x 2 samples, pool order), trained on
+  the problems in its band, and --mode=profile resumed a cut profile to the same file."""
+  workdir = runs[0] / "band"
+  rows = _lines(workdir / "profile" / "pass_rates.jsonl")
+  assert len(rows) == 8 and len({r["id"] for r in rows}) == 8
+  for r in rows:
+    assert r["n"] == 2 and r["pass_rate"] == r["correct"] / 2 and r["level"] in range(1, 6)
+  band = json.loads((workdir / "config.json").read_text())["data_band"]
+  kept = sum(0.0 <= r["pass_rate"] <= 0.5 for r in rows)
+  assert band["band"] == [0.0, 0.5] and band["counts"]["all"]["kept"] == kept
+  assert band["counts"]["all"]["kept"] + band["counts"]["all"]["dropped"] == 8
+  metrics = _lines(workdir / "metrics.jsonl")
+  assert all(m["data/band_problems"] == kept for m in metrics)
+  kept_ids = {r["id"] for r in rows if r["pass_rate"] <= 0.5}
+  assert {s["problem_id"] for s in _lines(workdir / "samples.jsonl")} <= kept_ids
+  # The profile of the last checkpoint (step 2), resumed from its first chunk.
+  path = workdir / "profile" / "pass_rates_step2.jsonl"
+  assert path.read_text() == path.with_suffix(".uninterrupted").read_text()
+  assert len(_lines(path)) == 8
+
+
+@pytest.mark.slow
 def test_warm_start_and_evaluation(runs):
   """The GRPO run warm-started on the worked solutions (chat turns, real tokens) and was
   evaluated on the held-out arithmetic after RL."""

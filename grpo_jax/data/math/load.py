@@ -172,10 +172,16 @@ def _local_files(path: str) -> tuple[str, list[str]]:
   return kinds.pop(), files
 
 
-def open_source(spec: MathDatasetSpec, path: str | None = None, revision: str | None = None):
-  """The raw ``datasets.Dataset`` for ``spec`` from ``path`` or the Hub, and a description."""
+def open_source(
+  spec: MathDatasetSpec,
+  path: str | None = None,
+  revision: str | None = None,
+  level_weights: tuple[float, ...] | None = None,
+):
+  """The raw ``datasets.Dataset`` for ``spec`` from ``path`` or the Hub, and a description.
+  ``level_weights``: the generated set's level frequencies (``arithmetic.generate``)."""
   if path is None and spec.hub_id.startswith("generated:"):
-    return arithmetic.generate(spec.split), spec.hub_id
+    return arithmetic.generate(spec.split, level_weights=level_weights or None), spec.hub_id
   import datasets
 
   if path is None:
@@ -205,6 +211,7 @@ def load_math_dataset(
   limit: int | None = None,
   revision: str | None = None,
   max_examples: int = 5,
+  level_weights: tuple[float, ...] | None = None,
 ) -> tuple[list[dict], LoadReport]:
   """Rows of catalogue dataset ``name`` as ``{id, problem, answer, meta}`` dicts.
 
@@ -217,12 +224,13 @@ def load_math_dataset(
     limit: stop after this many kept rows.
     revision: Hub revision (commit sha) to pin.
     max_examples: how many malformed rows to report by index and reason.
+    level_weights: for the generated arithmetic sets, the level frequencies (None = defaults).
 
   Returns:
     (rows, report).
   """
   spec = get_spec(name)
-  ds, source = open_source(spec, path, revision)
+  ds, source = open_source(spec, path, revision, level_weights)
   report = LoadReport(name=name, source=source)
   rows: list[dict] = []
   seen: dict[str, str] = {}

@@ -66,7 +66,8 @@ class MathTask:
     self.pad_id = int(self.eos_id if pad is None else pad)
     self.stop_ids = tuple(o.stop_ids) or (self.eos_id,)
     self.dropped_too_long = 0
-    self.train_rows = self._fit(train_rows)
+    self.train_pool = self._fit(train_rows)  # every training row that fits
+    self.train_rows = self.train_pool  # the rows the stream draws from (restrict_train)
     self.eval_sets = {name: self._fit(rows) for name, rows in eval_rows.items()}
     self.last_reward_counts: dict[str, int] = {}
 
@@ -75,9 +76,13 @@ class MathTask:
     """Loads ``data.train_set`` and ``data.eval_sets`` (catalogue names; local paths in
     ``data.train_path`` / ``data.eval_paths`` when given)."""
     d = cfg.data
-    train, _ = load_math_dataset(d.train_set, d.train_path or None)
+    weights = tuple(d.level_weights) or None  # the generated sets' levels, train and held out
+    train, _ = load_math_dataset(d.train_set, d.train_path or None, level_weights=weights)
     paths = dict(zip(d.eval_sets, d.eval_paths)) if d.eval_paths else {}
-    evals = {name: load_math_dataset(name, paths.get(name))[0] for name in d.eval_sets}
+    evals = {
+      name: load_math_dataset(name, paths.get(name), level_weights=weights)[0]
+      for name in d.eval_sets
+    }
     return cls(
       tokenizer,
       train,
@@ -114,6 +119,12 @@ class MathTask:
         self.prompt_len,
       )
     return kept
+
+  def restrict_train(self, ids) -> None:
+    """Draws the training stream from the pool's rows whose id is in ``ids`` only (the
+    pass-rate band, ``grpo_jax.data.pass_rates``); the pool itself is kept for re-profiles."""
+    ids = set(ids)
+    self.train_rows = [row for row in self.train_pool if row["id"] in ids]
 
   def train_problems(self, start: int, count: int) -> list[dict]:
     """The training stream: a fresh seeded permutation per epoch, index → row deterministic."""
