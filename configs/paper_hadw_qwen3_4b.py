@@ -22,8 +22,8 @@ prompts (16 optimizer steps per batch), 3 epochs for GRPO/GSPO (87 steps) and 9 
 over h = 10 batch accuracies (the official scripts), λ = 1.3 (Table 7's main row); C⁻ is the
 prior of Eq. 13 (``hadw.include_current=False``; the official code uses the posterior).
 Algorithms (``grpo_jax.config.recipes``): GRPO with seq_mean_token_mean (App. B, the authors'
-scripts), verl's dual clip c = 3 on GRPO/DAPO, AdamW β2 = 0.999 (verl), the overlong punishment
-on DAPO only.
+scripts), verl's dual clip c = 3 on GRPO and c = 10 on DAPO (the authors' DAPO script), AdamW
+β2 = 0.999 (verl), the overlong punishment on DAPO only.
 
 Evaluation: the paper decodes greedily on MATH500, Minerva and OlympiadBench and reports avg@16
 at T = 1 on AIME25 and AMC23. One config holds one eval setting (``eval.temperature``,

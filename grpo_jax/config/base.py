@@ -181,10 +181,13 @@ def base_config() -> ConfigDict:
 
   # DAPO extras (METHODS §4; Yu et al. 2025), applied to each step's rollouts before the update.
   c.dapo = ConfigDict()
-  # Drop groups whose rewards are all equal; resample until B groups are kept or max rounds.
+  # Drop groups whose filter_metric is all equal; resample until B groups are kept or max rounds.
   c.dapo.dynamic_sampling = False
   c.dapo.oversample = 1.0  # prompts per sampling round = ceil(oversample * B)
   c.dapo.max_sampling_rounds = 3
+  # What "all equal" is judged on (verl's algorithm.filter_groups.metric): 'acc' the verifier's
+  # accuracy before any shaping (verl's DAPO recipe), 'seq_reward' the shaped reward.
+  c.dapo.filter_metric = "acc"  # acc | seq_reward
   # True: raise if fewer than B groups survive; False: train on them (rows padded, logged).
   c.dapo.require_full_batch = False
   # Truncated responses (no EOS within max_new_tokens) are masked out of the loss.

@@ -7,7 +7,7 @@ The numbers are the HA-DW paper's comparison settings (arXiv 2601.08521, trainin
   grpo   token ratio, ε_low = ε_high = 0.2, seq_mean_token_mean (Shao et al. 2024; HA-DW
          paper App. B and the authors' verl scripts: loss_agg_mode=seq-mean-token-mean)
   gspo   sequence ratio, ε = 3e-4 / 4e-4, seq_mean_token_mean  (Zheng et al. 2025, eq. 5-7)
-  dapo   clip-higher 0.2 / 0.28, token_mean, dynamic sampling,
+  dapo   clip-higher 0.2 / 0.28, token_mean, dynamic sampling filtering on accuracy,
          soft overlong punishment                             (Yu et al. 2025, §3.1-3.4)
   all    no KL (no reference model), AdamW lr 1e-6, weight decay 0.1, grad clip 1.0,
          β = (0.9, 0.999) (verl's AdamW default; the paper names no β)
@@ -15,17 +15,19 @@ The numbers are the HA-DW paper's comparison settings (arXiv 2601.08521, trainin
 Reward shaping only where its paper has it: the overlong punishment and dynamic sampling belong
 to DAPO; ``grpo`` and ``gspo`` switch both off (``no_shaping``).
 
-Dual clip (Ye et al. 2020; METHODS §4): ℓ = min(ℓ, −c·A) for A < 0 with c = 3.0, as verl runs
-its token-ratio loss (``actor.clip_ratio_c = 3.0``, applied to negative advantages in
-``compute_policy_loss``, on by default, so in the HA-DW runs of GRPO and DAPO). GSPO keeps it
-off: verl's ``compute_policy_loss_gspo`` has no dual clip (and with ε = 3e-4 / 4e-4 the sequence
-ratio would have to reach 3 for it to bind).
+Dual clip (Ye et al. 2020; METHODS §4): ℓ = min(ℓ, −c·A) for A < 0, as verl runs its
+token-ratio loss (``actor.clip_ratio_c``, applied to negative advantages in
+``compute_policy_loss``, always on): GRPO c = 3.0, verl's default; DAPO c = 10.0, the value
+verl's DAPO recipes and the HA-DW authors' DAPO script set (``clip_ratio_c=10.0``). GSPO keeps
+it off: verl's ``compute_policy_loss_gspo`` has no dual clip (and with ε = 3e-4 / 4e-4 the
+sequence ratio would have to reach 3 for it to bind).
 
 Choices the papers leave open, pinned here and named so they can be changed: DAPO's overlong
 buffer is 1/5 of the generation limit (4096 of 20480 in the paper) and its dynamic sampling
-draws 3× the prompts per round for up to 10 rounds (verl's DAPO recipe); overlong *filtering*
-is off (the paper's final recipe uses the soft punishment; ``dapo(cfg, overlong_filter=True)``
-turns it on).
+draws 3× the prompts per round for up to 10 rounds (verl's DAPO recipe), keeping the groups
+whose accuracy is not all equal (``dapo.filter_metric = 'acc'``, verl's
+``algorithm.filter_groups.metric=acc``); overlong *filtering* is off (the paper's final recipe
+uses the soft punishment; ``dapo(cfg, overlong_filter=True)`` turns it on).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def paper_scale_model(cfg, hf_path: str, preset: str):
   return cfg
 
 
-VERL_DUAL_CLIP = 3.0  # verl's actor.clip_ratio_c
+VERL_DUAL_CLIP = 3.0  # verl's actor.clip_ratio_c (its default, GRPO/PPO)
+DAPO_DUAL_CLIP = 10.0  # clip_ratio_c of verl's DAPO recipes and the HA-DW authors' DAPO script
 
 
 def paper_optimizer(cfg):
@@ -90,19 +93,22 @@ def gspo_loss(cfg):
 
 
 def dapo_loss(cfg):
-  """Token ratio, clip-higher 0.2 / 0.28, token-level mean over the whole step, dual clip 3.0
-  (verl's DAPO recipe runs the same token loss)."""
+  """Token ratio, clip-higher 0.2 / 0.28, token-level mean over the whole step, dual clip 10.0
+  (verl's DAPO recipes: ``clip_ratio_c=10.0``)."""
   cfg.loss.kind = "dapo"
   cfg.loss.clip_low = 0.2
   cfg.loss.clip_high = 0.28
-  cfg.loss.dual_clip = VERL_DUAL_CLIP
+  cfg.loss.dual_clip = DAPO_DUAL_CLIP
   cfg.loss.aggregation = "token_mean"
   return cfg
 
 
-def dynamic_sampling(cfg, oversample: float = 3.0, max_rounds: int = 10):
-  """Drop all-equal-reward groups and refill (train on what is kept after ``max_rounds``)."""
+def dynamic_sampling(cfg, oversample: float = 3.0, max_rounds: int = 10, metric: str = "acc"):
+  """Drop the groups whose ``metric`` (``dapo.filter_metric``: the verifier's accuracy, as verl's
+  DAPO recipe, or the shaped ``seq_reward``) is all equal and refill (train on what is kept
+  after ``max_rounds``)."""
   cfg.dapo.dynamic_sampling = True
+  cfg.dapo.filter_metric = metric
   cfg.dapo.oversample = float(oversample)
   cfg.dapo.max_sampling_rounds = int(max_rounds)
   cfg.dapo.require_full_batch = False

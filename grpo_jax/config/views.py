@@ -203,6 +203,7 @@ class Dapo(View):
   dynamic_sampling: bool = spec()
   oversample: float = spec(ge=1)
   max_sampling_rounds: int = spec(ge=1)
+  filter_metric: str = spec(choices=True)
   require_full_batch: bool = spec()
   overlong_filter: bool = spec()
   overlong_penalty: bool = spec()

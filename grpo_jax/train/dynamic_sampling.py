@@ -13,11 +13,17 @@ jitted update keeps one shape:
    as ``accuracy_N``: HA-DW's group difficulty p̂_g and its y_t read it (METHODS §3), the
    baseline and normalisation the shaped ``rewards_N``;
 2. dynamic sampling (``dapo.dynamic_sampling``): each round draws ceil(oversample·B) fresh
-   prompts (rounded up so the rows divide over the devices), keeps the groups whose final
-   rewards are not all equal (their advantages would be 0), and stops once B groups are kept
-   or after ``dapo.max_sampling_rounds`` rounds. Surplus groups are dropped. Short of B, it
-   raises if ``dapo.require_full_batch``, else fills the batch with padded rows (group and
-   subgroup id −1, completion mask 0: ignored by the advantages and the loss);
+   prompts (rounded up so the rows divide over the devices), keeps the groups whose
+   ``dapo.filter_metric`` is not all equal, and stops once B groups are kept or after
+   ``dapo.max_sampling_rounds`` rounds. The metric is verl's ``algorithm.filter_groups.metric``:
+   ``'acc'`` (default, verl's DAPO recipe) the raw accuracy ``accuracy_N``, so a group of all
+   correct answers is dropped even when the overlong penalty has made their rewards differ;
+   ``'seq_reward'`` the shaped ``rewards_N`` (a group kept iff its advantages can be non-zero).
+   verl's ``score`` is the verifier's score before shaping, here the accuracy, and its
+   ``seq_final_reward`` adds a KL penalty in the reward, which this package does not have.
+   Surplus groups are dropped. Short of B, it raises if ``dapo.require_full_batch``, else
+   fills the batch with padded rows (group and subgroup id −1, completion mask 0: ignored by
+   the advantages and the loss);
 3. overlong filtering (``dapo.overlong_filter``): ``loss_mask_N`` = 0 on truncated responses
    (no EOS within L_max), which the update multiplies into the loss mask. They still count in
    their group's baseline.
@@ -32,9 +38,8 @@ round; dynamic sampling gathers the round's rows, so every process keeps the gro
 would keep, in prompt order, and stops after the same round, then takes its own rows of the
 B·G. The metrics and y_t are the job's.
 
-Filtering uses the shaped rewards (the ones the advantages see; verl's DAPO recipe filters on
-accuracy by default). Group and subgroup ids are renumbered densely over the kept rows. The
-batch's ``metrics`` gain ``dapo/*`` and ``response/truncated_frac``.
+Group and subgroup ids are renumbered densely over the kept rows. The batch's ``metrics`` gain
+``dapo/*`` and ``response/truncated_frac``.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ import numpy as np
 
 from grpo_jax.train.batch import ARRAYS, RolloutBatch, concat_rows
 
+# dapo.filter_metric → the per-row field of the batch it reads.
+FILTER_METRICS = {"acc": "accuracy_N", "seq_reward": "rewards_N"}
+
 
 def overlong_penalty_N(lengths_N, max_len: int, buffer: int, weight: float) -> np.ndarray:
   """w·max(min(−(L − (L_max − L_buf))/L_buf, 0), −1) per row (DAPO eq. 13). Float32 [N]."""
@@ -56,10 +64,19 @@ def overlong_penalty_N(lengths_N, max_len: int, buffer: int, weight: float) -> n
   return (weight * penalty_N).astype(np.float32)
 
 
-def informative_groups(rewards_N, group_ids_N) -> np.ndarray:
-  """Sorted ids of groups whose rewards are not all equal (ids >= 0 only)."""
+def informative_groups(values_N, group_ids_N) -> np.ndarray:
+  """Sorted ids of groups whose values (a row metric: accuracy or reward) are not all equal
+  (ids >= 0 only)."""
   ids = np.unique(group_ids_N[group_ids_N >= 0])
-  return np.array([g for g in ids if np.ptp(rewards_N[group_ids_N == g]) > 0], np.int64)
+  return np.array([g for g in ids if np.ptp(values_N[group_ids_N == g]) > 0], np.int64)
+
+
+def filter_field(cfg) -> str:
+  """The batch field dynamic sampling filters on: ``FILTER_METRICS[dapo.filter_metric]``."""
+  metric = cfg.dapo.filter_metric
+  if metric not in FILTER_METRICS:
+    raise ValueError(f"dapo.filter_metric must be one of {sorted(FILTER_METRICS)}, got {metric!r}")
+  return FILTER_METRICS[metric]
 
 
 def _dense_ids(keys_N) -> np.ndarray:
@@ -127,16 +144,18 @@ def max_prompts_per_step(cfg, row_multiple: int = 1) -> int:
   return prompts_per_round(cfg, row_multiple) * max(rounds, 1)
 
 
-def step_metrics(rounds: list[dict], out: dict, kept: int) -> dict:
+def step_metrics(rounds: list[dict], out: dict, kept: int, field: str = "accuracy_N") -> dict:
   """``dapo/*`` and ``response/truncated_frac`` of a step from its rounds' per-row arrays
   (``rewards_N``, ``accuracy_N``, ``group_ids_N``) and the step batch's (``group_ids_N``,
-  ``truncated_N``, ``loss_mask_N``), every one over the job's rows; ``kept``: groups kept."""
+  ``truncated_N``, ``loss_mask_N``), every one over the job's rows; ``kept``: groups kept;
+  ``field``: the filter's row metric (:func:`filter_field`), whose not-all-equal groups
+  ``dapo/informative_frac`` counts."""
   real_N = out["group_ids_N"] >= 0
   real_mean = lambda x_N: float(np.mean(x_N[real_N])) if real_N.any() else 0.0
   raw_N = np.concatenate([r["accuracy_N"] for r in rounds])
   shaped_N = np.concatenate([r["rewards_N"] for r in rounds])
   sampled = sum(len(np.unique(r["group_ids_N"][r["group_ids_N"] >= 0])) for r in rounds)
-  informative = sum(len(informative_groups(r["rewards_N"], r["group_ids_N"])) for r in rounds)
+  informative = sum(len(informative_groups(r[field], r["group_ids_N"])) for r in rounds)
   return {
     "response/truncated_frac": real_mean(out["truncated_N"]),
     "dapo/kept_groups": float(kept),
@@ -185,6 +204,7 @@ def sample_batch(
   dapo = cfg.dapo
   B, G = int(cfg.sampling.prompts_per_step), int(cfg.sampling.group_size)
   count = prompts_per_round(cfg, row_multiple)
+  field = filter_field(cfg)
   rounds = int(dapo.max_sampling_rounds) if dapo.dynamic_sampling else 1
   if rounds < 1:
     raise ValueError(f"dapo.max_sampling_rounds must be >= 1, got {rounds}")
@@ -199,7 +219,7 @@ def sample_batch(
     if dapo.dynamic_sampling:
       batch = exchange.gather(batch)
       view = {key: getattr(batch, key) for key in VIEW_KEYS}
-      kept = informative_groups(batch.rewards_N, batch.group_ids_N)
+      kept = informative_groups(getattr(batch, field), batch.group_ids_N)
     else:
       view = exchange.gather_arrays({key: getattr(batch, key) for key in VIEW_KEYS})
       kept = np.unique(view["group_ids_N"])
@@ -224,7 +244,10 @@ def sample_batch(
     out = exchange.local(out)
   else:
     out, out_view = batches[0], views[0]
-  metrics = {**exchange.mean(batches[0].metrics), **step_metrics(views, out_view, len(picks))}
+  metrics = {
+    **exchange.mean(batches[0].metrics),
+    **step_metrics(views, out_view, len(picks), field),
+  }
   # HA-DW's batch accuracy y_t covers every sampled response, dropped groups included, before
   # reward shaping (METHODS §3).
   raw_N = np.concatenate([v["accuracy_N"] for v in views])

@@ -13,11 +13,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def test_recipes_set_the_paper_values():
   # name, kind, (ε_low, ε_high), aggregation (GRPO: HA-DW App. B), dual clip c (verl's
-  # clip_ratio_c on its token loss; verl's GSPO loss has none).
+  # clip_ratio_c on its token loss: 3 by default, 10 in its DAPO recipes and the HA-DW authors'
+  # DAPO script; verl's GSPO loss has none).
   for name, kind, eps, agg, dual in [
     ("grpo", "grpo", (0.2, 0.2), "seq_mean_token_mean", 3.0),
     ("gspo", "gspo", (3e-4, 4e-4), "seq_mean_token_mean", 0.0),
-    ("dapo", "dapo", (0.2, 0.28), "token_mean", 3.0),
+    ("dapo", "dapo", (0.2, 0.28), "token_mean", 10.0),
   ]:
     cfg = recipes.apply(base_config(), name)
     assert cfg.loss.kind == kind and cfg.loss.aggregation == agg
@@ -29,6 +30,7 @@ def test_recipes_set_the_paper_values():
     assert (cfg.optimizer.b1, cfg.optimizer.b2) == (0.9, 0.999)  # verl's AdamW
     assert cfg.dapo.dynamic_sampling == (name == "dapo")
     assert cfg.dapo.overlong_penalty == (name == "dapo")
+    assert cfg.dapo.filter_metric == "acc"  # verl's DAPO recipe: filter_groups.metric=acc
 
 
 def test_shaping_only_in_dapo_and_base_optimizer_untouched():

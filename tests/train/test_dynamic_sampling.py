@@ -150,6 +150,7 @@ SHAPING = dict(overlong_penalty=True, overlong_buffer=4, overlong_penalty_weight
     ("dynamic_sampling", True, {}),
     ("oversample", 2.0, SAMPLING),
     ("max_sampling_rounds", 1, SAMPLING),
+    ("filter_metric", "seq_reward", {**SAMPLING, **SHAPING}),
     ("require_full_batch", True, {**SAMPLING, "max_sampling_rounds": 1}),
     ("overlong_filter", True, SHAPING),
     ("overlong_penalty", True, {}),
