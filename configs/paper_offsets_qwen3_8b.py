@@ -23,7 +23,7 @@ preview) and changes only the baseline, b_i = μ_g + α·δ_s (METHODS §1); eva
 stage on AIME24, AIME25, AIME26 and HMMT25 (pass@1 and pass@16). The paper itself was not
 available (shared/research/papers.md §2.1): its batch size, G, K, lengths, learning rate, step
 count, preview prompt and coefficient grid are NOT KNOWN. The values below are ours, taken from
-the HA-DW paper's verl setting where one exists (lr 1e-6, no KL, clip 0.2, token mean).
+the HA-DW paper's verl setting where one exists (lr 1e-6, no KL, clip 0.2, seq-mean-token-mean).
 
 What it should approach (qualitative only; the paper's numbers were not available): both α > 0
 and α < 0 give modest but consistent pass@16 gains over the α = 0 anchor (smaller gains in
