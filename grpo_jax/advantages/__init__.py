@@ -17,6 +17,7 @@ from grpo_jax.advantages.hadw import (
   init_anchor,
   update_anchor,
 )
+from grpo_jax.advantages.magnitude_scramble import magnitude_scramble
 from grpo_jax.advantages.noise import matched_noise
 from grpo_jax.advantages.normalize import SCALE_OF, SCALES, normalize
 from grpo_jax.advantages.offsets import GroupStats, group_stats, valid_rows
@@ -37,6 +38,7 @@ __all__ = [
   "group_stats",
   "hadw_weights",
   "init_anchor",
+  "magnitude_scramble",
   "matched_noise",
   "normalize",
   "offset_permutation",

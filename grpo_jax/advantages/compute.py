@@ -1,6 +1,6 @@
 """The public entry: rewards and ids in, advantages, new HA-DW anchor and metrics out.
 
-  Ã_i = r_i − b_i                        (METHODS §1; baseline by name, optional offset shuffle)
+  Ã_i = r_i − b_i                        (METHODS §1; baseline by name, optional offset control)
   A_i = Ã_i / (σ + ε)                    (§2; or Ã_i with scale='none')
   A_i ← Φ_i·A_i                          (§3; HA-DW, when hadw.enabled, after normalisation)
                                          (p̂_g and y_t from the raw accuracy, see ``compute``)
@@ -19,6 +19,7 @@ import numpy as np
 from grpo_jax.advantages import segments as seg
 from grpo_jax.advantages.baselines import USES_OFFSETS, get_baseline
 from grpo_jax.advantages.hadw import hadw_weights, update_anchor
+from grpo_jax.advantages.magnitude_scramble import magnitude_scramble
 from grpo_jax.advantages.noise import matched_noise
 from grpo_jax.advantages.normalize import normalize
 from grpo_jax.advantages.offsets import group_stats, valid_rows
@@ -78,7 +79,19 @@ def check_ids(group_ids_N, subgroup_ids_N) -> None:
 
 def row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng) -> jax.Array:
   """δ_s(i) per row: permuted (and re-centred) when ``advantage.offset_shuffle``, replaced by
-  zero-sum noise of the same per-prompt magnitude when ``advantage.offset_noise``. Shapes: N."""
+  zero-sum noise of the same per-prompt magnitude when ``advantage.offset_noise``, each
+  subgroup's own sign with another subgroup's magnitude (and rebalanced) when
+  ``advantage.offset_magnitude_scramble``. Shapes: N."""
+  if adv_cfg.offset_magnitude_scramble:
+    scrambled_S = magnitude_scramble(
+      rng,
+      stats.offset_S,
+      stats.subgroup_count_S,
+      stats.subgroup_group_S,
+      stats.subgroup_valid_S,
+      adv_cfg.offset_magnitude_scramble_rebalance,
+    )
+    return seg.gather(scrambled_S, subgroup_ids_N, valid_N)
   if adv_cfg.offset_noise:
     noise_S = matched_noise(
       rng, stats.offset_S, stats.subgroup_count_S, stats.subgroup_group_S, stats.subgroup_valid_S
@@ -121,7 +134,7 @@ def compute(
   ``cfg``: an ``Experiment`` of typed views (``grpo_jax.config.views.build``) or a ConfigDict
   experiment, whose ``advantage`` / ``hadw`` groups are converted to their views. ``anchor`` is
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
-  by the offset shuffle and noise only). ``aux`` holds the scalars named in ``AUX_KEYS``.
+  by the offset shuffle, noise and scramble only). ``aux`` holds the scalars named in ``AUX_KEYS``.
   ``batch_acc``: HA-DW's y_t when the rows are not every sampled response of the step (DAPO's
   dynamic sampling drops groups; y_t still averages all of them); default: mean of
   ``accuracy_N`` (else ``rewards_N``) over the valid rows.

@@ -136,6 +136,11 @@ def base_config() -> ConfigDict:
   # Matched-noise control: each prompt's offsets replaced by zero-sum Gaussian noise of the same
   # row-weighted RMS (grpo_jax/advantages/noise.py); exclusive with offset_shuffle.
   c.advantage.offset_noise = False
+  # Sign-keeping control: each prompt's non-zero offsets trade magnitudes, each subgroup keeps
+  # its sign (grpo_jax/advantages/magnitude_scramble.py); exclusive with shuffle and noise.
+  # rebalance: both signs' offsets scaled back to the real mass, so advantages stay zero-sum.
+  c.advantage.offset_magnitude_scramble = False
+  c.advantage.offset_magnitude_scramble_rebalance = False
 
   # HA-DW (METHODS §3, arXiv 2601.08521).
   c.hadw = ConfigDict()

@@ -211,10 +211,18 @@ def check_experiment(e) -> None:
       f"config key advantage.offset_noise = True has no effect with advantage.baseline = "
       f"{adv.baseline!r}; it replaces the offsets of 'subgroup_offset'"
     )
-  if adv.offset_noise and adv.offset_shuffle:
+  if adv.offset_magnitude_scramble and adv.baseline != "subgroup_offset":
     fail(
-      "config keys advantage.offset_noise and advantage.offset_shuffle are both True: each "
-      "replaces the offsets (noise of matched magnitude, or another subgroup's); choose one"
+      "config key advantage.offset_magnitude_scramble = True has no effect with "
+      f"advantage.baseline = {adv.baseline!r}; it scrambles the offsets of 'subgroup_offset'"
+    )
+  controls = ("offset_shuffle", "offset_noise", "offset_magnitude_scramble")
+  on = [f"advantage.{k}" for k in controls if getattr(adv, k)]
+  if len(on) > 1:
+    fail(
+      f"config keys {' and '.join(on)} are True together: each replaces the offsets (another "
+      "subgroup's, noise of matched magnitude, or the own sign with another's magnitude); "
+      "choose one"
     )
   if rows % loss.num_minibatches:
     fail(

@@ -165,6 +165,8 @@ class Advantage(View):
   offset_shuffle_scope: str = spec(choices=True)
   offset_shuffle_recenter: bool = spec()
   offset_noise: bool = spec()
+  offset_magnitude_scramble: bool = spec()
+  offset_magnitude_scramble_rebalance: bool = spec()
 
 
 @_view("hadw")

@@ -51,6 +51,11 @@ CASES = {
   "advantage.offset_shuffle_scope": ({"advantage.offset_shuffle": True}, "batch"),
   "advantage.offset_shuffle_recenter": ({"advantage.offset_shuffle": True}, True),
   "advantage.offset_noise": ({}, True),
+  "advantage.offset_magnitude_scramble": ({}, True),
+  "advantage.offset_magnitude_scramble_rebalance": (
+    {"advantage.offset_magnitude_scramble": True},
+    True,
+  ),
   "hadw.enabled": ({}, False),
   "hadw.anchor": ({}, "fixed"),
   "hadw.history": ({}, 1),
