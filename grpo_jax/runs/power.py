@@ -21,8 +21,13 @@ from scipy import stats
 
 
 def holm(p_values) -> np.ndarray:
-  """Holm-adjusted p-values (step-down, monotone, capped at 1), in the input order."""
+  """Holm-adjusted p-values (step-down, monotone, capped at 1), in the input order.
+
+  An untestable comparison (p NaN: fewer than 2 seeds, or every paired Δ equal and non-zero)
+  keeps its place in the family with p = 1, so the family size stays m = len(p_values): a
+  comparison that could not be tested never loosens the others' correction."""
   p = np.asarray(p_values, np.float64)
+  p = np.where(np.isfinite(p), p, 1.0)
   m = len(p)
   order = np.argsort(p)
   adjusted = np.empty(m)

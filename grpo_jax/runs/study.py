@@ -101,16 +101,14 @@ def paired(rows: list[dict], a: str, b: str, metric: str) -> dict:
 
 
 def primary_tests(rows: list[dict], comparisons=PRIMARY, family_alpha: float = 0.05) -> list[dict]:
-  """One dict per comparison: its fields, the paired test, ``p_holm`` (Holm over the given
-  comparisons) and ``mde``: the smallest Δ these seeds detect with 80% power at Holm's first
-  step (α / family) given the observed sd."""
+  """One dict per comparison: its fields, the paired test, ``p_holm`` (Holm over all the given
+  comparisons: an untestable one, p NaN, stays in the family at p = 1, so the family is always
+  m = len(comparisons)) and ``mde``: the smallest Δ these seeds detect with 80% power at Holm's
+  first step (α / m) given the observed sd."""
   tests = [{**dataclasses.asdict(c), **paired(rows, c.a, c.b, c.metric)} for c in comparisons]
-  finite = [i for i, t in enumerate(tests) if math.isfinite(t["p"])]
-  adjusted = power.holm([tests[i]["p"] for i in finite]) if finite else []
-  for t in tests:
-    t["p_holm"] = math.nan
-  for i, p in zip(finite, adjusted, strict=True):
-    tests[i]["p_holm"] = float(p)
+  adjusted = power.holm([t["p"] for t in tests]) if tests else []
+  for t, p in zip(tests, adjusted, strict=True):
+    t["p_holm"] = float(p)
   for t in tests:
     t["mde"] = math.nan
     if t["n"] >= 2 and math.isfinite(t["sd"]) and t["sd"] > 0:

@@ -22,6 +22,12 @@ def test_holm_by_hand():
   np.testing.assert_allclose(power.holm([0.5, 0.9]), [1.0, 1.0])
 
 
+def test_holm_keeps_an_untestable_comparison_in_the_family_at_p_1():
+  # m = 3, not 2: sorted 0.01, 0.04, (NaN → 1) → ×3, ×2, ×1 = 0.03, 0.08, 1.
+  np.testing.assert_allclose(power.holm([0.01, math.nan, 0.04]), [0.03, 1.0, 0.08])
+  np.testing.assert_allclose(power.holm([0.01, 0.04]), [0.02, 0.04])  # a family of two
+
+
 def test_paired_test_matches_scipy():
   d = np.array([0.03, -0.01, 0.02, 0.05, 0.0, 0.015])
   got, ref = power.paired_test(d), stats.ttest_1samp(d, 0.0)

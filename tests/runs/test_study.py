@@ -59,6 +59,32 @@ def test_paired_uses_common_seeds_and_holm_over_the_family():
   assert power.power_paired(3, sd, tests[0]["mde"], 0.05 / 2) == pytest.approx(0.8, abs=1e-6)
 
 
+def test_an_untestable_comparison_keeps_the_family_size():
+  """A comparison whose paired Δ are all equal (no t statistic) stays in the Holm family at
+  p = 1: the others are adjusted over m = 3, not over the 2 that could be tested."""
+  a, b, c = [0.30, 0.33, 0.31, 0.36], [0.25, 0.30, 0.30, 0.30], [0.31, 0.29, 0.33, 0.35]
+  w = [v + 0.02 for v in b]  # w − y = 0.02 on every seed
+  rows = rows_of({"x": a, "y": b, "z": c, "w": w})
+  comps = (
+    study.Comparison("1", "x", "y", "after/pass@8", +1),
+    study.Comparison("2", "z", "y", "after/pass@8", +1),
+    study.Comparison("3", "w", "y", "after/pass@8", +1),
+  )
+  tests = study.primary_tests(rows, comps)
+  assert math.isnan(tests[2]["p"]) and tests[2]["n"] == 4
+  p1 = stats.ttest_1samp(np.subtract(a, b), 0).pvalue
+  p2 = stats.ttest_1samp(np.subtract(c, b), 0).pvalue
+  (i, small), (j, large) = sorted(enumerate([p1, p2]), key=lambda x: x[1])
+  want = [0.0, 0.0, 1.0]  # by hand: 3·p₍₁₎, max(that, 2·p₍₂₎), max(that, 1·1)
+  want[i] = min(1.0, 3 * small)
+  want[j] = min(1.0, max(3 * small, 2 * large))
+  np.testing.assert_allclose([t["p_holm"] for t in tests], want)
+  assert want[i] > min(1.0, 2 * small)  # a family of 2 would have adjusted less
+  # The detectable Δ is at Holm's first step of the whole family: α / 3.
+  sd = np.subtract(a, b).std(ddof=1)
+  assert power.power_paired(4, sd, tests[0]["mde"], 0.05 / 3) == pytest.approx(0.8, abs=1e-6)
+
+
 def _tests(deltas: dict[str, list[float]]) -> list[dict]:
   """primary_tests over the design's family, with seeded per-seed Δ for each comparison."""
   rows = []
