@@ -12,8 +12,8 @@ kept, and only the pairing of a subgroup with its size of offset is broken (a su
 baseline is b_i = μ_g + α·δ'_{s(i)}.
 
 Σ_{s∈g} n_s δ'_s is in general no longer 0, so the advantages of a prompt stop summing to 0.
-``rebalance`` restores the sum without touching a sign: each side is scaled back to the real
-offsets' mass on that side,
+``rebalance`` (on by default) restores the sum without touching a sign: each side is scaled
+back to the real offsets' mass on that side,
 
   δ''_s = δ'_s · P_g / P'_g  (δ_s > 0),   δ''_s = δ'_s · N_g / N'_g  (δ_s < 0),
   P_g = Σ_{s∈g, δ_s>0} n_s|δ_s|,  P'_g = Σ_{s∈g, δ_s>0} n_s|δ_π(s)|  (N_g, N'_g: δ_s < 0),
@@ -50,7 +50,7 @@ def magnitude_scramble(
   count_S: jax.Array,
   subgroup_group_S: jax.Array,
   subgroup_valid_S: jax.Array,
-  rebalance: bool = False,
+  rebalance: bool = True,
 ) -> jax.Array:
   """δ' (δ'' with ``rebalance``) per subgroup slot, see the module docstring; empty slots 0.
   Shapes: S -> S."""

@@ -140,7 +140,7 @@ def base_config() -> ConfigDict:
   # its sign (grpo_jax/advantages/magnitude_scramble.py); exclusive with shuffle and noise.
   # rebalance: both signs' offsets scaled back to the real mass, so advantages stay zero-sum.
   c.advantage.offset_magnitude_scramble = False
-  c.advantage.offset_magnitude_scramble_rebalance = False
+  c.advantage.offset_magnitude_scramble_rebalance = True
 
   # HA-DW (METHODS §3, arXiv 2601.08521).
   c.hadw = ConfigDict()

@@ -51,10 +51,15 @@ CASES = {
   "advantage.offset_shuffle_scope": ({"advantage.offset_shuffle": True}, "batch"),
   "advantage.offset_shuffle_recenter": ({"advantage.offset_shuffle": True}, True),
   "advantage.offset_noise": ({}, True),
-  "advantage.offset_magnitude_scramble": ({}, True),
+  # Rebalanced, the scramble gives these prompts back their offsets (one subgroup per sign, or
+  # equal magnitudes): the plain scramble shows the key.
+  "advantage.offset_magnitude_scramble": (
+    {"advantage.offset_magnitude_scramble_rebalance": False},
+    True,
+  ),
   "advantage.offset_magnitude_scramble_rebalance": (
     {"advantage.offset_magnitude_scramble": True},
-    True,
+    False,
   ),
   "hadw.enabled": ({}, False),
   "hadw.anchor": ({}, "fixed"),

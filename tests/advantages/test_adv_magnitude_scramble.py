@@ -30,7 +30,7 @@ def _stats():
   return adv_lib.group_stats(*map(jnp.asarray, (R, GID, SID, GID >= 0)))
 
 
-def _scramble(seed, rebalance=False):
+def _scramble(seed, rebalance=False):  # the plain scramble unless asked
   s = _stats()
   out = adv_lib.magnitude_scramble(
     jax.random.key(seed),
@@ -157,8 +157,8 @@ def test_config_keys_change_the_advantages():
     return np.asarray(adv_lib.compute(R, GID, SID, cfg, adv_lib.init_anchor(cfg), key)[0])
 
   plain = adv(_cfg(offset_magnitude_scramble=False))
-  scrambled = adv(_cfg())
-  balanced = adv(_cfg(offset_magnitude_scramble_rebalance=True))
+  scrambled = adv(_cfg(offset_magnitude_scramble_rebalance=False))
+  balanced = adv(_cfg())  # rebalanced by default
   assert not np.allclose(plain, scrambled) and not np.allclose(scrambled, balanced)
 
 
