@@ -75,9 +75,14 @@ def get_config(arg=None):
   cfg.sampling.temperature = 1.0
 
   if method == "full":
-    # Online one-line previews: the first line of the answer is the strategy.
+    # Online one-line previews: the first line of the answer is the strategy. It carries the
+    # computation, so the completions of one preview restate one result and a group holds K
+    # independent answers: K = 4 previews of G / K = 4 completions at B 4 × G 16 (the rows of
+    # plain GRPO's B 8 × G 8). With K = 2 of G = 8, 88-100% of groups were equal-reward by step 4.
+    cfg.sampling.prompts_per_step = 2 if tiny else 4
+    cfg.sampling.group_size = 4 if tiny else 16
     cfg.strategy.enabled = True
-    cfg.strategy.num_previews = 2
+    cfg.strategy.num_previews = 2 if tiny else 4
     cfg.strategy.source = "online"
     cfg.strategy.preview_template = ""
     cfg.strategy.delimiter = "\n"

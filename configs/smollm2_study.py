@@ -1,22 +1,22 @@
-"""The study's real-model arm: SmolLM2-135M-Instruct on the generated arithmetic set, 20 RL steps.
+"""The study's real-model arm: SmolLM2-135M-Instruct on arithmetic in its learnable band.
 
   python experiments/launch.py --config configs/smollm2_study.py --sweep \
       --workdir runs/smollm2_study
   python experiments/study_report.py runs/smollm2_study --config configs/smollm2_study.py \
       --out docs/study_smollm2
 
-Three conditions on configs/smollm2_arithmetic.py's setting (warm start on worked solutions,
-online one-line previews, K = 2, G = 8, B = 4), each differing from the anchor in one thing:
+Three conditions on ``configs/smollm2_arithmetic.py:method=full``'s setting (warm start on the
+worked solutions, the profile of the warm-started policy and its band (0.1, 0.9), levels 1-3,
+B 8 × G 8 at T = 1, 20 RL steps), with one-line previews presampled once by the warm-started
+policy (K = 2, the papers' setting), each condition differing from the anchor in one thing:
 
   anchor        Strategy-GRPO, α = 0, no HA-DW
   alpha=-0.5    b = μ_g + α·δ_s with α = −0.5
   anchor+hadw   the anchor with HA-DW (window anchor, λ = 1.3)
 
-Runs of one seed share the warm start and the prompt stream. Held-out: 96 problems × 4 samples,
-pass@1 and pass@4. Hardware: 2 CPU cores, about 15 minutes a run alone (warm start and
-evaluation before 3.5 min, 20 RL steps of 28-42 s, evaluation after); ``:seeds=N`` sets the
-replicates. A run keeps about one core busy, so two launcher processes on other seeds
-(``:first_seed=2,seeds=2`` and another work directory) run side by side, about 20 minutes a run.
+Runs of one seed share the warm start, the profile and the prompt stream. Held-out: 128 problems
+× 4 samples, pass@1 and pass@4. ``:seeds=N`` sets the replicates; ``:first_seed`` lets a second
+launcher process run other seeds side by side.
 """
 
 import pathlib
@@ -43,10 +43,12 @@ STRATA_PAIR = ("anchor", "anchor+hadw")  # (reference, treated) of the difficult
 
 def get_config(arg=None):
   args = parse_arg(arg, ARGS)
-  base_arg = f"steps={int(args.get('steps', 20))}"
+  base_arg = f"steps={int(args.get('steps', 20))},method=full"
   if "hf_path" in args:
     base_arg += f",hf_path={args['hf_path']}"
-  return _BASE.get_config(base_arg)
+  cfg = _BASE.get_config(base_arg)
+  cfg.strategy.source = "presampled"  # drawn once by the warm-started policy
+  return cfg
 
 
 def sweep(add, arg=None):
