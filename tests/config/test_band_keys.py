@@ -54,7 +54,9 @@ def test_restrict_train_draws_the_stream_from_the_band(tmp_path):
   rows = [{"id": f"p{a}", "problem": f"What is {a} + {a}?", "answer": str(2 * a)} for a in range(8)]
   path.write_text("".join(json.dumps(r) + "\n" for r in rows))
   loaded, _ = load_math_dataset("aime24", str(path))
-  task = MathTask(build_tokenizer(string.printable), loaded, {}, template="hadw", max_prompt_tokens=96)
+  task = MathTask(
+    build_tokenizer(string.printable), loaded, {}, template="hadw", max_prompt_tokens=96
+  )
   ids = {r["id"] for r in task.train_pool}
   keep = sorted(ids)[:3]
   task.restrict_train(keep)
