@@ -1,13 +1,15 @@
-"""The pre-registered CPU study (docs/study_design.md): 7 conditions × 16 seeds × 50 RL steps.
+"""The pre-registered CPU study (docs/study_design.md): 8 conditions × 16 seeds × 50 RL steps.
 
   python experiments/launch.py --config configs/study.py --sweep --workdir runs/study
   python experiments/study_report.py runs/study --out docs/study      # tables and verdicts
 
-Hardware: 2 CPU cores, about 3 hours for the 112 runs (~90 s each: warm start, presampled plans,
-200 held-out problems × 8 samples before and after, 50 RL steps). Two launcher processes on
-halves of the seeds (``:first_seed=0,seeds=8`` and ``:first_seed=8,seeds=8``, two work
+Hardware: 2 CPU cores, about 3.3 hours for the 128 runs (~90 s each: warm start, presampled
+plans, 200 held-out problems × 8 samples before and after, 50 RL steps). Two launcher processes
+on halves of the seeds (``:first_seed=0,seeds=8`` and ``:first_seed=8,seeds=8``, two work
 directories) keep both cores busy; the report reads both. Re-running a command skips finished
-runs and resumes unfinished ones.
+runs and resumes unfinished ones: in the work directories of the first 112 runs (the seven
+conditions before ``scramble``) it runs the 16 of ``scramble`` alone, about 15 minutes with
+the two processes.
 
 Every run is the mini-reproduction's (configs/mini_repro.py): the quickstart's tiny policy,
 a warm start to held-out pass@1 ≈ 0.15, B = 32 prompts × G = 8 per step. The conditions:
@@ -20,6 +22,9 @@ a warm start to held-out pass@1 ≈ 0.15, B = 32 prompts × G = 8 per step. The 
   alpha=+0.5      α = +0.5
   shuffle         α = −0.5, offsets permuted across each prompt's plans
   noise           α = −0.5, offsets replaced by zero-sum noise of the same per-prompt magnitude
+                  (H2', withdrawn: its runs stay in the sweep and the report, outside the family)
+  scramble        α = −0.5, each plan keeps its offset's sign and takes the magnitude of another
+                  plan of the prompt, rebalanced to zero-sum (added 2026-12-03 for H2'')
 
 Runs of one seed share the warm start, the prompt stream and the evaluation draws (and the
 strategy conditions their presampled plans), so conditions are compared on common random
@@ -37,10 +42,17 @@ SEEDS = 16
 STRATEGY = {"strategy.enabled": True, "advantage.baseline": "subgroup_offset"}
 ONE_STAGE = {"strategy.enabled": False, "advantage.baseline": "group"}
 _UNSET = {"advantage.offset_shuffle": False, "advantage.offset_noise": False, "hadw.enabled": False}
-# name → overrides; every run sets the same keys, so the analysis labels each run by them
-# (grpo_jax.runs.study.label) and the aggregated table has one column each.
+# Keys the sweep gained after its first 112 runs, with the value those runs ran with. The sweep
+# adds one to a run only where it differs, so the earlier runs keep their names (a re-run skips
+# them), and the analysis reads a run without it as having that value (study.label's absent).
+ADDED_KEYS = {"advantage.offset_magnitude_scramble": False}
+# Rebalanced to zero-sum by advantage.offset_magnitude_scramble_rebalance's default (True); the
+# key is left out of the runs' names, which must stay within a file name's 255 bytes.
+SCRAMBLE = {"advantage.offset_magnitude_scramble": True}
+# name → overrides; every condition names the same keys, so the analysis labels each run by
+# them (grpo_jax.runs.study.label) and the aggregated table has one column each.
 CONDITIONS = {
-  name: {**_UNSET, **overrides}
+  name: {**_UNSET, **ADDED_KEYS, **overrides}
   for name, overrides in {
     "grpo": {**ONE_STAGE, "advantage.offset_coef": 0.0},
     "grpo+hadw": {**ONE_STAGE, "advantage.offset_coef": 0.0, "hadw.enabled": True},
@@ -49,8 +61,15 @@ CONDITIONS = {
     "alpha=+0.5": {**STRATEGY, "advantage.offset_coef": 0.5},
     "shuffle": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_shuffle": True},
     "noise": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_noise": True},
+    "scramble": {**STRATEGY, "advantage.offset_coef": -0.5, **SCRAMBLE},
   }.items()
 }
+
+
+def run_overrides(condition: dict) -> dict:
+  """A condition's overrides as its runs set them: the :data:`ADDED_KEYS` at their earlier value
+  left out."""
+  return {k: v for k, v in condition.items() if k not in ADDED_KEYS or v != ADDED_KEYS[k]}
 
 
 def get_config(arg=None):
@@ -66,4 +85,4 @@ def sweep(add, arg=None):
   first = int(args.get("first_seed", 0))
   for seed in range(first, first + int(args.get("seeds", SEEDS))):
     for cond in CONDITIONS.values():
-      add(seed=seed, **cond)
+      add(seed=seed, **run_overrides(cond))

@@ -9,8 +9,9 @@ Reads every run under the given sweep directories, labels it with its condition
 - ``runs.csv``: one row per run (condition, seed, status, before / after pass@k, final metrics);
 - ``report.md``: per condition mean [95% t interval] over seeds; the six primary comparisons
   (paired Δ, t interval, p, Holm p, the smallest Δ detectable at 80% power); a verdict per
-  hypothesis; the same comparisons on the other metric, unadjusted; pass@1 by difficulty
-  stratum; RL's own effect (after − before); H4 from ``--bias`` (experiments/group_bias.py);
+  hypothesis; the same comparisons on the other metric, unadjusted; the withdrawn comparisons,
+  unadjusted and outside the family; pass@1 by difficulty stratum; RL's own effect
+  (after − before); H4 from ``--bias`` (experiments/group_bias.py);
 - ``forest.png``, ``curves.png``, ``strata.png``; ``tests.json`` (the numbers behind the tables).
 
 Unfinished runs are listed and left out; a comparison uses the seeds where both runs finished.
@@ -19,6 +20,7 @@ Unfinished runs are listed and left out; a comparison uses the seeds where both 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import pathlib
@@ -162,13 +164,19 @@ def main(argv: list[str]) -> int:
   args = parser.parse_args(argv)
   module = config_file.load_module(args.config)
   conditions = module.CONDITIONS
-  # A config may name its own family (study.Comparison fields), hypotheses and strata reference.
+  # A config may name its own family (study.Comparison fields), withdrawn comparisons,
+  # hypotheses and strata reference.
+  own_family = hasattr(module, "PRIMARY")
   primary = getattr(module, "PRIMARY", study.PRIMARY)
   primary = tuple(c if isinstance(c, study.Comparison) else study.Comparison(*c) for c in primary)
   hypotheses = getattr(module, "HYPOTHESES", study.HYPOTHESES)
+  withdrawn = getattr(module, "WITHDRAWN", () if own_family else study.WITHDRAWN)
+  withdrawn = tuple(
+    c if isinstance(c, study.Comparison) else study.Comparison(*c) for c in withdrawn
+  )
   reference, treated = getattr(module, "STRATA_PAIR", ("grpo", "grpo+hadw"))
   names = list(conditions)
-  rows = study.collect(args.sweep_dirs, conditions, args.last_k)
+  rows = study.collect(args.sweep_dirs, conditions, args.last_k, getattr(module, "ADDED_KEYS", {}))
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   k = top_k(rows)
@@ -178,6 +186,9 @@ def main(argv: list[str]) -> int:
   tests = study.primary_tests(rows, primary)
   other = [study.Comparison(c.id, c.a, c.b, _other_metric(c.metric, k), c.sign) for c in primary]
   other_tests = [{**t, "id": t["id"] + "′"} for t in study.primary_tests(rows, other)]
+  withdrawn_tests = [
+    {**dataclasses.asdict(c), **study.paired(rows, c.a, c.b, c.metric)} for c in withdrawn
+  ]
   strata = study.strata_rows(rows, reference=reference)
   hadw_strata = study.strata_deltas(strata, treated, reference)
   verdicts = {}
@@ -213,6 +224,10 @@ def main(argv: list[str]) -> int:
     "",
     tests_table(other_tests, holm=False),
     "",
+    "## Withdrawn comparisons (outside the family, unadjusted; docs/study_design.md)",
+    "",
+    tests_table(withdrawn_tests, holm=False) if withdrawn_tests else "none",
+    "",
     "## pass@1 after RL by difficulty before RL (mean over seeds; problems per stratum)",
     "",
     strata_table(strata, names, getattr(module, "STRATA_PAIRS", [(treated, reference)])),
@@ -227,7 +242,8 @@ def main(argv: list[str]) -> int:
     "",
   ]
   (out / "report.md").write_text("\n".join(report))
-  record = {"tests": tests, "secondary": other_tests, "verdicts": verdicts, "strata": strata}
+  record = {"tests": tests, "secondary": other_tests, "withdrawn": withdrawn_tests}
+  record |= {"verdicts": verdicts, "strata": strata}
   (out / "tests.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
   study_plots.forest(tests).savefig(out / "forest.png", dpi=120)
   study_plots.training_curves(rows, names).savefig(out / "curves.png", dpi=110)

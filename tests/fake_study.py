@@ -23,6 +23,17 @@ def conditions(config: str = "configs/study.py") -> dict[str, dict]:
   return config_file.load_module(str(ROOT / config)).CONDITIONS
 
 
+def added_keys(config: str = "configs/study.py") -> dict:
+  """The config's ADDED_KEYS (keys its earlier runs lack), {} if it has none."""
+  return getattr(config_file.load_module(str(ROOT / config)), "ADDED_KEYS", {})
+
+
+def run_overrides(config: str, condition: dict) -> dict:
+  """A condition's overrides as the config's sweep sets them (``run_overrides``, else all)."""
+  module = config_file.load_module(str(ROOT / config))
+  return getattr(module, "run_overrides", dict)(condition)
+
+
 def _problems(path: pathlib.Path, correct_PxN: np.ndarray) -> None:
   lines = [json.dumps({"correct": [bool(x) for x in row]}) for row in correct_PxN]
   path.write_text("\n".join(lines) + "\n")
@@ -37,7 +48,8 @@ def make(
     level = rng.uniform(0.5, 0.7)  # the seed's own pass@8 level, shared by its conditions
     p_P = rng.uniform(0, 0.6, PROBLEMS)
     before_PxN = rng.random((PROBLEMS, SAMPLES)) < p_P[:, None]
-    for name, overrides in conditions(config).items():
+    for name, condition in conditions(config).items():
+      overrides = run_overrides(config, condition)  # as the sweep names and records the run
       run = root / sweep.run_name({"seed": seed, **overrides})
       (run / "eval").mkdir(parents=True)
       info = {"name": run.name, "overrides": {"seed": seed, **overrides}}

@@ -39,25 +39,31 @@ class Comparison:
 
 
 P8, P1 = "after/pass@8", "after/pass@1"
-# The design's family of six primary comparisons (Holm over all six).
+# The design's family of six primary comparisons (Holm over all six). H2'' (the sign-keeping
+# magnitude scramble against the real offsets) took H2''s place on 2026-12-03, before any run
+# of its condition (docs/study_design.md, "Changes to the plan").
 PRIMARY = (
   Comparison("H1a", "alpha=-0.5", "anchor", P8, +1),
   Comparison("H1b", "alpha=-0.5", "alpha=+0.5", P8, +1),
   Comparison("H2a", "shuffle", "alpha=-0.5", P8, -1),
   Comparison("H2b", "shuffle", "anchor", P8, -1),
-  Comparison("H2'", "shuffle", "noise", P8, -1),
+  Comparison("H2''", "scramble", "alpha=-0.5", P8, -1),
   Comparison("H3", "grpo+hadw", "grpo", P1, +1),
 )
+# Withdrawn from the family, reported unadjusted: H2' (shuffle − matched noise) has expected
+# Δ 0 whatever the offsets do, since at equal subgroup sizes the noise has the shuffle's mean
+# and covariance.
+WITHDRAWN = (Comparison("H2'", "shuffle", "noise", P8, -1),)
 # hypothesis → (its comparisons, the ones that must be significant for "supported").
 HYPOTHESES = {
   "H1": (("H1a", "H1b"), ("H1a",)),
   "H2": (("H2a", "H2b"), ("H2a",)),
-  "H2'": (("H2'",), ("H2'",)),
+  "H2''": (("H2''",), ("H2''",)),
   "H3": (("H3",), ("H3",)),
 }
 
 
-def collect(roots, conditions: dict[str, dict], last_k: int = 10) -> list[dict]:
+def collect(roots, conditions: dict[str, dict], last_k: int = 10, absent=None) -> list[dict]:
   """:func:`aggregate.collect`'s rows of every run under the ``roots`` (a study split over
   several work directories), each with its ``dir`` and ``condition`` (:func:`label`)."""
   rows = []
@@ -65,18 +71,22 @@ def collect(roots, conditions: dict[str, dict], last_k: int = 10) -> list[dict]:
     root = epath.Path(root)
     dirs = [p for p in root.iterdir() if (p / "config.json").exists()]
     rows += [{**aggregate.load_run(d, last_k), "dir": str(d)} for d in sorted(dirs)]
-  return label(rows, conditions)
+  return label(rows, conditions, absent)
 
 
-def label(rows: list[dict], conditions: dict[str, dict]) -> list[dict]:
+def label(rows: list[dict], conditions: dict[str, dict], absent=None) -> list[dict]:
   """Each row with ``condition``: the name whose overrides it matches (``seed`` aside); rows
-  matching none are dropped, two names matching one row is an error."""
+  matching none are dropped, two names matching one row is an error. ``absent``: key → the
+  value a row without that key ran with (keys a sweep gained after some of its runs, which
+  keep their names: ``configs/study.py``'s ``ADDED_KEYS``)."""
+  absent = absent or {}
   out = []
   for row in rows:
+    filled = {**absent, **row}
     names = [
       name
       for name, overrides in conditions.items()
-      if all(aggregate._same(row.get(k), v) for k, v in overrides.items())
+      if all(aggregate._same(filled.get(k), v) for k, v in overrides.items())
     ]
     if len(names) > 1:
       raise ValueError(f"run {row['name']} matches conditions {names}")
@@ -238,6 +248,7 @@ def curves(rows: list[dict], metric: str) -> dict[str, dict]:
 
 __all__ = [
   "PRIMARY",
+  "WITHDRAWN",
   "Comparison",
   "bias_verdict",
   "collect",

@@ -53,12 +53,20 @@ def test_planted_effect_is_found_and_judged(tmp_path):
   for fig in ("forest.png", "curves.png", "strata.png"):
     assert (out / fig).stat().st_size > 10_000
   runs = (out / "runs.csv").read_text().splitlines()
-  assert len(runs) == 1 + 7 * 6 and runs[0].startswith("condition,seed,status")
+  assert len(runs) == 1 + 8 * 6 and runs[0].startswith("condition,seed,status")
+  # H2'' (scramble − α = −0.5) is in the family of six; H2' is reported outside it.
+  assert [t["id"] for t in record["tests"]] == ["H1a", "H1b", "H2a", "H2b", "H2''", "H3"]
+  assert tests["H2''"]["n"] == 6 and tests["H2''"]["mean"] == pytest.approx(-0.05, abs=0.005)
+  assert [t["id"] for t in record["withdrawn"]] == ["H2'"] and "p_holm" not in record["withdrawn"][
+    0
+  ]
+  assert "## Withdrawn comparisons" in text and "| H2' | shuffle − noise |" in text
 
 
 def test_without_the_effect_h1_is_not_supported(tmp_path):
   root = fake_study.make(tmp_path / "seeds0", seeds=range(6), effect=0.0)
-  rows = study.collect([root], fake_study.conditions())
+  rows = study.collect([root], fake_study.conditions(), absent=fake_study.added_keys())
+  assert len(rows) == 8 * 6  # runs without the keys added with the scramble are labelled too
   tests = study.primary_tests(rows)
   assert abs(tests[0]["mean"]) < 0.005 and study.verdict(tests, "H1") == study.UNRESOLVED
 

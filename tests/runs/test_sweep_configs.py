@@ -130,31 +130,44 @@ def test_dry_run_reads_a_gguf_checkpoints_shape(smollm2_gguf, smollm2_hf_dir):
 
 
 def test_study_sweep_is_the_preregistered_design():
-  """configs/study.py: 7 conditions × 16 seeds × 50 steps, plans masked from the loss; the
+  """configs/study.py: 8 conditions × 16 seeds × 50 steps, plans masked from the loss; the
   two seed halves partition the full sweep; every run is labelled with exactly one condition
-  that the analysis's primary comparisons name."""
+  that the analysis's primary (or withdrawn) comparisons name; the family is six, H2'' in
+  H2''s place."""
   from grpo_jax.runs import study
 
   module = config_file.load_module("configs/study.py")
   runs = sweep.expand("configs/study.py")
-  assert len(runs) == 7 * 16
+  assert len(runs) == 8 * 16
   halves = sweep.expand("configs/study.py:first_seed=0,seeds=8")
   halves += sweep.expand("configs/study.py:first_seed=8,seeds=8")
   assert sorted(r.name for r in halves) == sorted(r.name for r in runs)
-  rows = study.label([{"name": r.name, **r.overrides} for r in runs], module.CONDITIONS)
+  rows = [{"name": r.name, **r.overrides} for r in runs]
+  rows = study.label(rows, module.CONDITIONS, module.ADDED_KEYS)
   assert len(rows) == len(runs)
   counts = {c: sum(r["condition"] == c for r in rows) for c in module.CONDITIONS}
   assert counts == dict.fromkeys(module.CONDITIONS, 16)
-  named = {c.a for c in study.PRIMARY} | {c.b for c in study.PRIMARY}
+  named = {c.a for c in study.PRIMARY + study.WITHDRAWN}
+  named |= {c.b for c in study.PRIMARY + study.WITHDRAWN}
   assert named == set(module.CONDITIONS)
+  assert [c.id for c in study.PRIMARY] == ["H1a", "H1b", "H2a", "H2b", "H2''", "H3"]
+  assert [c.id for c in study.WITHDRAWN] == ["H2'"] and "H2'" not in study.HYPOTHESES
   cfg = {
     c: sweep.load_run_config("configs/study.py", r)
     for c, r in zip((r["condition"] for r in rows), runs, strict=True)
   }
   assert cfg["grpo"].steps == 50 and not cfg["grpo"].strategy.enabled
   assert cfg["noise"].advantage.offset_noise and cfg["noise"].advantage.offset_coef == -0.5
+  scramble = cfg["scramble"].advantage
+  assert scramble.offset_magnitude_scramble and scramble.offset_magnitude_scramble_rebalance
+  assert scramble.offset_coef == -0.5 and not (scramble.offset_shuffle or scramble.offset_noise)
   assert cfg["anchor"].strategy.source == "presampled"
   assert not cfg["anchor"].strategy.train_on_preview
+  # The 112 runs of the first seven conditions keep their names (a re-run skips them): the keys
+  # added with the scramble appear in its runs' names alone.
+  for row, run in zip(rows, runs, strict=True):
+    assert ("magnitude_scramble" in run.name) == (row["condition"] == "scramble")
+    assert len(run.name.encode()) < 255  # a run directory's name is one path component
 
 
 def test_smollm2_study_seed_ranges_partition_the_arm():
