@@ -60,13 +60,15 @@ MODES = {
   "presampled": PRESAMPLED + ["--config.hadw.enabled=false"],
   "shuffle": PRESAMPLED + ["--config.hadw.enabled=false", "--config.advantage.offset_shuffle=true"],
   "online": ["--config.strategy.source=online", "--config.hadw.enabled=true"],
-  # The difficulty profile of the initial policy (8 problems x 2 samples), then RL on its band.
+  # The difficulty profile of the initial policy (8 problems x 2 samples), then RL on its band,
+  # re-profiled after step 1 (the curriculum).
   "band": ONE_STAGE
   + [
     "--config.hadw.enabled=false",
     "--config.data.pass_rate_band=(0.0, 0.5)",
     "--config.profile.num_problems=8",
     "--config.profile.num_samples=2",
+    "--config.data.reprofile_every=1",
   ],
 }
 

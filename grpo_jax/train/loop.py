@@ -197,6 +197,8 @@ def train(
   record = resume.record(
     saved, cfg.to_dict(), config_file.content_hash(cfg), provenance.collect(), changes
   )
+  if saved and "data_band" in saved:  # the band's counts stay when --mode=profile rewrites it
+    record["data_band"] = saved["data_band"]
   write_json(workdir / resume.CONFIG_JSON, record)
   t_start = time.time()
   s = setup(cfg, log=log)

@@ -77,6 +77,9 @@ class Profiler:
     bar = distributed.progress_bar(starts, self.cfg.logging.progress, desc="profile")
     if distributed.is_primary():
       out.parent.mkdir(parents=True, exist_ok=True)
+      if done:  # drop a half-written last line before appending after it
+        lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in done.values())
+        paths.write_text(out, lines)
     for i, start in enumerate(bar):
       chunk = problems[start : start + self.chunk]
       if all(str(p["id"]) in done for p in chunk):

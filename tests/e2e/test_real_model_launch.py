@@ -109,8 +109,15 @@ def test_profile_and_band(runs):
   assert band["band"] == [0.0, 0.5] and band["counts"]["all"]["kept"] == kept
   assert band["counts"]["all"]["kept"] + band["counts"]["all"]["dropped"] == 8
   metrics = _lines(workdir / "metrics.jsonl")
-  assert all(m["data/band_problems"] == kept for m in metrics)
-  kept_ids = {r["id"] for r in rows if r["pass_rate"] <= 0.5}
+  assert metrics[0]["data/band_problems"] == kept
+  # The curriculum: the pool re-profiled under the step-1 policy, and the band moved to it.
+  step1 = _lines(workdir / "profile" / "pass_rates_step1.jsonl")
+  assert [r["id"] for r in step1] == [r["id"] for r in rows]
+  moved = json.loads((workdir / "profile" / "band_step1.json").read_text())
+  assert moved["source"].endswith("pass_rates_step1.jsonl")
+  kept1 = sum(r["pass_rate"] <= 0.5 for r in step1)
+  assert moved["counts"]["all"]["kept"] == kept1 == metrics[1]["data/band_problems"]
+  kept_ids = {r["id"] for r in rows + step1 if r["pass_rate"] <= 0.5}  # either step's band
   assert {s["problem_id"] for s in _lines(workdir / "samples.jsonl")} <= kept_ids
   # The profile of the last checkpoint (step 2), resumed from its first chunk.
   path = workdir / "profile" / "pass_rates_step2.jsonl"

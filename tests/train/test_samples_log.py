@@ -23,6 +23,7 @@ def test_samples_per_step_picks_rows_across_groups(rollout_batch):
   records = step_samples(batch, task, 3)
   assert [r["group"] for r in records] == [0, 1, 2]  # evenly spread, padding never picked
   assert records[1] == {
+    "problem_id": None,  # countdown problems carry no id; math rows their row id
     "prompt": task.prompt_text(problems[1]),
     "completion": "*-;2",
     "answer": task.answer_of("*-;2"),
