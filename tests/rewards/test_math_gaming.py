@@ -6,17 +6,12 @@ full path: fast path, closed-form route and math-verify in the worker) in one ca
 rules are stated in ``grpo_jax/rewards/math/units.py`` and ``fastpath.py``.
 """
 
+import grading_battery as battery
 import pytest
+from grading_battery import F, T
 
 from grpo_jax.rewards import math as rm
 from grpo_jax.rewards.math import verify as rv
-
-
-def B(x: str) -> str:
-  return f"Putting it together, the answer is $\\boxed{{{x}}}$."
-
-
-T, F = 1.0, 0.0
 
 CASES = {
   # A letter glued to the number (or a lone letter after it) is a variable, not a unit.
@@ -115,31 +110,23 @@ CASES = {
   ],
 }
 
-FLAT = [(g, i, *case) for g, cases in CASES.items() for i, case in enumerate(cases)]
+FLAT = battery.flatten(CASES)
 
 
 @pytest.fixture(scope="module")
 def graded():
-  rewards_N, counts = rm.score_batch(
-    [B(a) for _, _, a, _, _ in FLAT], [g for _, _, _, g, _ in FLAT], timeout_s=4, num_workers=2
-  )
-  yield rewards_N, counts
+  yield battery.grade(FLAT)
   rm.shutdown()
 
 
 @pytest.mark.parametrize("group,index", [(g, i) for g, i, *_ in FLAT])
 def test_case(graded, group, index):
-  rewards_N, _ = graded
-  k = next(j for j, (g, i, *_) in enumerate(FLAT) if g == group and i == index)
-  answer, gold, expected = FLAT[k][2:]
-  assert rewards_N[k] == expected, (group, index, answer, gold)
+  battery.check_case(graded[0], FLAT, group, index)
 
 
 def test_battery_sizes_and_no_failures(graded):
-  _, counts = graded
   assert all(len(cases) >= 20 for cases in CASES.values())
-  assert counts["reward/timeouts"] == 0 and counts["reward/worker_errors"] == 0
-  assert counts["reward/gold_parse_failures"] == 0
+  battery.check_clean(graded[1])
 
 
 def test_routing_of_gamed_answers():
