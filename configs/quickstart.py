@@ -13,10 +13,11 @@ On this CPU task the plan (`*-;` ...) is part of the answer, so the current poli
 each step (``strategy.source='online'``) and its tokens are trained (``train_on_preview``): RL
 then improves plan choice as well as execution. The papers' setting — plans presampled once by
 the initial policy and masked from the loss — is ``configs/strategy_offset_neg.py:hadw=1``.
-Measured (README, one CPU with AVX-512): held-out pass@1 0.192 → 0.331 [0.278, 0.380], pass@8
-0.695 → 0.525, below its Strategy-GRPO anchor (α = 0, no HA-DW: 0.351) and plain GRPO (0.387) on
-the same seed and 150 steps; ``configs/quickstart_compare.py`` runs the three side by side. Runs
-are deterministic on one CPU; another CPU gives nearby, different numbers (README).
+Measured (docs/results/2026-12-02_quickstart.md, one CPU with AVX-512): held-out pass@1
+0.192 → 0.331 [0.278, 0.380], pass@8 0.695 → 0.525, below its Strategy-GRPO anchor (α = 0, no
+HA-DW: 0.351) and plain GRPO (0.387) on the same seed and 150 steps;
+``configs/quickstart_compare.py`` runs the three side by side. Runs are deterministic on one
+CPU; another CPU gives nearby, different numbers (same page).
 
 ``configs/quickstart.py:steps=20`` shortens the run; ``configs/quickstart_grpo.py`` is plain GRPO.
 """
@@ -44,7 +45,7 @@ def get_config(arg=None):
   cfg.hadw.enabled = True
   # Each group's prompt through the model once in the update (same gradients up to rounding),
   # and the gradient accumulated over chunks of 64 rows (8 groups), which stay in this CPU's
-  # caches: the update takes 0.42 instead of 0.53 s a step (docs/performance.md).
+  # caches: the update takes 0.42 instead of 0.53 s a step (docs/results/2026-12-02_performance.md).
   cfg.loss.share_prompt = True
   cfg.loss.micro_batch_size = 64
   return cfg

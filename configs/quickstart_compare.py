@@ -13,7 +13,7 @@ held-out pass@1 and pass@8 before → after RL side by side (bootstrap 95% CIs o
   method=grpo     configs/quickstart_grpo.py:steps=150: one-stage sampling, group baseline
 
 ``method=full`` is the quickstart's config exactly, so it reproduces the quickstart's numbers on
-the same CPU. The README's quickstart table is this sweep's output.
+the same CPU. docs/results/2026-12-02_quickstart.md's table is this sweep's output.
 ``configs/quickstart_compare.py:steps=20`` shortens every run.
 """
 

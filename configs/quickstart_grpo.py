@@ -4,8 +4,9 @@
 
 Hardware: 2 CPU cores, a few minutes. The reference point for configs/quickstart.py:
 ``configs/quickstart_compare.py`` runs both (this at ``steps=150``, the quickstart's budget) and
-the Strategy-GRPO anchor on one seed. Measured there (README, one CPU with AVX-512): held-out
-pass@1 0.192 → 0.387 [0.332, 0.441], pass@8 0.695 → 0.565 after 150 steps.
+the Strategy-GRPO anchor on one seed. Measured there (docs/results/2026-12-02_quickstart.md,
+one CPU with AVX-512): held-out pass@1 0.192 → 0.387 [0.332, 0.441], pass@8 0.695 → 0.565
+after 150 steps.
 """
 
 from grpo_jax.config import base_config
@@ -20,7 +21,7 @@ def get_config(arg=None):
   cfg.steps = int(parse_arg(arg, ARGS).get("steps", 200))
   # Each group's prompt through the model once in the update (same gradients up to rounding),
   # and the gradient accumulated over chunks of 64 rows (8 groups), which stay in this CPU's
-  # caches (docs/performance.md).
+  # caches (docs/results/2026-12-02_performance.md).
   cfg.loss.share_prompt = True
   cfg.loss.micro_batch_size = 64
   return cfg

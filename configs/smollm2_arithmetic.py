@@ -26,7 +26,8 @@ around the pass rates the policy starts from:
    the full method: online one-line previews (K = 2), α = −0.5, HA-DW.
 
 Held-out: 128 problems of ``arithmetic_eval`` at the same level weights, 4 samples at T = 1,
-pass@1 and pass@4 with bootstrap 95% CIs. Measured times and results: README.md.
+pass@1 and pass@4 with bootstrap 95% CIs. Measured times and results:
+docs/results/2026-12-03_smollm2_learns.md.
 
 ``:tiny=1`` is the shrink the test suite runs (two prompts, short completions, no evaluation).
 """

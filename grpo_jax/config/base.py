@@ -172,11 +172,11 @@ def base_config() -> ConfigDict:
   c.loss.num_iterations = 1  # passes over the batch
   c.loss.num_minibatches = 1  # optimizer steps per pass (rows split evenly)
   # Rows per gradient-accumulation chunk; 0 = a whole minibatch. On CPU hosts, chunks of ~8 rows
-  # keep activations in cache and run faster (docs/performance.md).
+  # keep activations in cache and run faster (docs/results/2026-12-02_performance.md).
   c.loss.micro_batch_size = 0
   # Run each group's prompt through the model once in the update's forward passes (the rows of
   # a group repeat it; Prefix Grouper, arXiv 2506.05433): same log-probs and gradients up to
-  # float rounding, 1/G of the prompt's work (docs/performance.md).
+  # float rounding, 1/G of the prompt's work (docs/results/2026-12-02_performance.md).
   c.loss.share_prompt = False
   # The update's passes run on the batch cut to its longest completion, rounded up to one of
   # this many widths ceil(T / 2^k), k < n (T = the response slots): the same loss and gradients

@@ -120,7 +120,7 @@ def attend_cached(q_BxLxHxDh, k_BxHkxDhxS, v_BxHkxSxDh, mask_BxLxS, scale: float
   One query position (a decode step) drops the length-1 query axis ``l`` from the batched
   products: with it, XLA:CPU swaps the operands of the (row, kv head)-batched dot and runs it
   10-15× slower (small model, 64 rows, 160 slots: 3.0 ms per product instead of ~0.2 ms;
-  docs/performance.md).
+  docs/results/2026-12-02_performance.md).
   """
   B, L, H, Dh = q_BxLxHxDh.shape
   Hk = k_BxHkxDhxS.shape[1]

@@ -90,7 +90,7 @@ def token_logps(
   model, h_BxTxD = predicting_hidden(graphdef, params, tokens_BxL, mask_BxL, first, share)
   z_BxTxV = model.logits(h_BxTxD).astype(jnp.float32) / temperature
   # log softmax(z)[y] = z_y − logsumexp(z): the B×T×V log-probs are never materialised
-  # (docs/performance.md).
+  # (docs/results/2026-12-02_performance.md).
   lse_BxT = jax.nn.logsumexp(z_BxTxV, axis=-1)
   picked_BxT = jnp.take_along_axis(z_BxTxV, targets_BxT[..., None], axis=-1)[..., 0] - lse_BxT
   if not with_entropy:

@@ -118,7 +118,7 @@ def apply_rope(
   table: [x₂, x₁]·[−sin, sin] is rotate_half(x)·sin exactly. Slicing the halves and
   concatenating them gave the same values, but its gradient was a pad and an add per half.
   A reverse's gradient is a reverse, which fuses with the products around it
-  (docs/performance.md).
+  (docs/results/2026-12-02_performance.md).
   """
   Dh = x_BxLxHxDh.shape[-1]
   table_dtype = jnp.float32 if float32_tables else x_BxLxHxDh.dtype

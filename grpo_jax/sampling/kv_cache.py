@@ -6,7 +6,8 @@ V vocab.
 Layout: keys are stored (N, Hk, Dh, S) and values (N, Hk, S, Dh), so both decode-attention
 products contract over the second-to-last axis of the cache and run along its contiguous last
 axis. XLA:CPU runs q·kᵀ over (N, Hk, S, Dh) keys 12× slower than over (N, Hk, Dh, S) ones
-(64 rows, 4 kv heads, 160 slots: 2.7 ms vs 0.22 ms per layer; docs/performance.md).
+(64 rows, 4 kv heads, 160 slots: 2.7 ms vs 0.22 ms per layer;
+docs/results/2026-12-02_performance.md).
 
 Prompts are left-padded, so every row writes its t-th new token at the same slot P + t while
 its RoPE position (number of real tokens before it) differs per row.

@@ -3,7 +3,7 @@
 Draws are exact inverse-CDF draws with one uniform per row (``categorical``), not Gumbel-max:
 ``jax.random.categorical`` spends V threefry uniforms per row, which on CPU cost more than the
 whole decode step of a small model (64 rows × 4,096 vocab: 5.0 ms against 0.24 ms here; at a
-151,936 vocab 221 ms against 21 ms; docs/performance.md).
+151,936 vocab 221 ms against 21 ms; docs/results/2026-12-02_performance.md).
 """
 
 from __future__ import annotations
