@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpo_jax.data.pass_rates import informative_prob
+
 EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)  # bins of p_B: [0, ¼), [¼, ½), [½, ¾), [¾, 1]
 
 
@@ -22,7 +24,7 @@ def beta(p, G: int):
   """β(p, G) = E[p̂ | 0 < R < G] − p for R ~ Bin(G, p) (Lemma 2 of the paper)."""
   p = np.asarray(p, np.float64)
   q = 1.0 - p
-  mixed = 1.0 - q**G - p**G
+  mixed = informative_prob(p, G)  # P(0 < R < G)
   num = p * q * (q ** (G - 1) - p ** (G - 1))
   return np.divide(num, mixed, out=np.zeros_like(p), where=mixed > 0)
 
