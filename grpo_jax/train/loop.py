@@ -250,7 +250,7 @@ def train(
     if profile_only or (not source.exists() and not cfg.data.pass_rate_file):
       source = profile.profile_path(workdir, at)
       sample_params = shard_lib.reshard(state["params"], s.sample_shardings)
-      rows = profile.Profiler(cfg, task, mesh, graphdef, log).run(sample_params, source, at)
+      rows = profile.Profiler(cfg, task, mesh, graphdef).run(sample_params, source, at)
       log(pass_rates.level_table(rows, G, tuple(cfg.data.pass_rate_band) or None))
     if profile_only:
       ckpt.close()

@@ -54,12 +54,15 @@ def pool(cfg, task) -> list[dict]:
   return list(rows[:n] if n else rows)
 
 
+def _jsonl(rows) -> str:
+  return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+
+
 class Profiler:
   """Samples and grades the pool in chunks; see the module docstring."""
 
-  def __init__(self, cfg, task, mesh, graphdef, log=print):
+  def __init__(self, cfg, task, mesh, graphdef):
     self.cfg, self.task, self.mesh, self.graphdef = cfg, task, mesh, graphdef
-    self.log = distributed.primary_log(log)
     n = int(cfg.profile.num_samples)
     rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
     self.chunk = max(1, rows // n)  # problems per sampler call: B·G rows when n divides it
@@ -78,8 +81,7 @@ class Profiler:
     if distributed.is_primary():
       out.parent.mkdir(parents=True, exist_ok=True)
       if done:  # drop a half-written last line before appending after it
-        lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in done.values())
-        paths.write_text(out, lines)
+        paths.write_text(out, _jsonl(done.values()))
     for i, start in enumerate(bar):
       chunk = problems[start : start + self.chunk]
       if all(str(p["id"]) in done for p in chunk):
@@ -87,7 +89,7 @@ class Profiler:
       graded = self.loop.sample_and_grade(policy, chunk, jax.random.fold_in(key, i), "profile")
       rows = [pass_rates.profile_row(p, c) for p, c in zip(chunk, graded["correct_PxN"])]
       if distributed.is_primary():
-        paths.append_text(out, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        paths.append_text(out, _jsonl(rows))
       done.update((r["id"], r) for r in rows)
     return [done[str(p["id"])] for p in problems]
 
@@ -126,7 +128,7 @@ def apply_band(cfg, task, source: epath.Path, log=print) -> dict:
 def reprofile(cfg, task, mesh, graphdef, params, workdir, step: int, log=print) -> dict:
   """The loop's curriculum step: profiles the pool under ``params`` and moves the band."""
   out = profile_path(workdir, step)
-  rows = Profiler(cfg, task, mesh, graphdef, log).run(params, out, step)
+  rows = Profiler(cfg, task, mesh, graphdef).run(params, out, step)
   p = np.array([r["pass_rate"] for r in rows])
   log(f"re-profile at step {step}: mean pass rate {p.mean():.3f}")
   return apply_band(cfg, task, out, log)
