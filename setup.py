@@ -35,6 +35,7 @@ setup(
         # torch (CPU build) only for tests that compare with transformers; the library never
         # imports it.
         "dev": ["pytest>=8", "pytest-xdist", "pytest-rerunfailures>=14", "hypothesis", "ruff",
+                "import-linter>=2.1",
                 "nbclient", "ipykernel", "safetensors", "torch==2.13.0", "accelerate", "wandb",
                 "gcsfs", "google-cloud-storage", "gcp-storage-emulator", "ray[default]"],
         # sweeps on a Ray cluster (launch.py --sweep --launcher=ray)

@@ -60,7 +60,7 @@ from accel_generate import hf_device, run_hf  # noqa: E402
 from accel_update import update_bytes, update_run  # noqa: E402
 
 from grpo_jax import models, sampling  # noqa: E402
-from grpo_jax.sampling.sampler import FIRST_BUCKET, cache_buckets  # noqa: E402
+from grpo_jax.sampling.steps import FIRST_BUCKET, cache_buckets  # noqa: E402
 
 # Each mode's shapes. Decode configs run batch-major (every model at the first batch size,
 # then the next), the update after the first batch size: the goals' configs come first.

@@ -1,13 +1,13 @@
 """One full RL step of grpo_jax (sample → grade → update) against TRL's ``GRPOTrainer``.
 
-Same checkpoint (``bench_common``), same work: 8 prompts of 32 random tokens × 8 completions,
-64 new tokens each (no early stop), a cheap host-side reward, the GRPO surrogate with μ = 1, no
-KL (TRL's default β = 0), AdamW, fp32 everywhere. Ours goes through the library's own path
-(``train.rollout.OneStageRollout`` and ``train.update.make_update_step``), runs each group's prompt
-once (the sampler's prefill and ``loss.share_prompt``) and accumulates the gradient over
+Same checkpoint (``bench_common``), same work: 8 prompts of 32 random tokens × 8 completions, 64 new
+tokens each (no early stop), a cheap host-side reward, the GRPO surrogate with μ = 1, no KL (TRL's
+default β = 0), AdamW, fp32 everywhere. Ours goes through the library's own path
+(``rollout.one_stage.OneStageRollout`` and ``train.update.make_update_step``), runs each group's
+prompt once (the sampler's prefill and ``loss.share_prompt``) and accumulates the gradient over
 micro-batches of ``--micro_batch_size`` rows (default 8, whose activations stay in the CPU's
-caches); TRL runs each of ``--trl_micro_batch_sizes`` (gradient accumulation or not) and the
-ratio is taken against its faster setting. The gradient is the whole batch's either way.
+caches); TRL runs each of ``--trl_micro_batch_sizes`` (gradient accumulation or not) and the ratio
+is taken against its faster setting. The gradient is the whole batch's either way.
 
 Ours reports the breakdown: sampling, rewards (decode + grade on the host), log-probs (one
 extra forward pass — part of a step only with μ > 1 or KL; timed for reference), update,
@@ -42,10 +42,10 @@ import numpy as np
 from grpo_jax import config as config_lib
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.rollout.one_stage import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.rollout import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step, prompt_share
 

@@ -64,7 +64,7 @@ def _synthetic_batch(cfg=None, task=None, seed=0):
   import numpy as np
 
   from grpo_jax import data
-  from grpo_jax.train.batch import RolloutBatch
+  from grpo_jax.rollout.batch import RolloutBatch
 
   cfg = _load() if cfg is None else cfg
   task = data.build_task(cfg) if task is None else task
@@ -100,7 +100,7 @@ def _rollout_batch(num_rows=None, P=1, T=1, **fields):
   and lengths 0, not truncated, subgroups = groups."""
   import numpy as np
 
-  from grpo_jax.train.batch import RolloutBatch
+  from grpo_jax.rollout.batch import RolloutBatch
 
   N = len(fields["group_ids_N"]) if num_rows is None else num_rows
   L = fields["tokens_NxL"].shape[1] if "tokens_NxL" in fields else P + T

@@ -71,7 +71,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "loss.kind": ("grpo_jax.losses.policy", "LOSS_KINDS"),
   "loss.aggregation": ("grpo_jax.losses.aggregation", "AGGREGATIONS"),
   "loss.kl_estimator": ("grpo_jax.losses.kl", "KL_ESTIMATORS"),
-  "dapo.filter_metric": ("grpo_jax.train.dynamic_sampling", "FILTER_METRICS"),
+  "dapo.filter_metric": ("grpo_jax.rollout.dynamic_sampling", "FILTER_METRICS"),
   "mesh.train_rules": ("grpo_jax.sharding.rules", "PRESETS"),
   "mesh.sample_rules": ("grpo_jax.sharding.rules", "PRESETS"),
   "logging.wandb_mode": ("grpo_jax.train.wandb_tracker", "MODES"),
@@ -279,11 +279,4 @@ def _check_data(e) -> None:
       )
 
 
-def check_values(cfg) -> None:
-  """Builds the typed views of ``cfg`` (a whole experiment), raising on the first bad key."""
-  from grpo_jax.config import views
-
-  views.build(cfg)
-
-
-__all__ = ["CHOICES", "REGISTRIES", "check_experiment", "check_values", "coerce", "spec"]
+__all__ = ["CHOICES", "REGISTRIES", "check_experiment", "coerce", "spec"]

@@ -32,8 +32,6 @@ uses the soft punishment; ``dapo(cfg, overlong_filter=True)`` turns it on).
 
 from __future__ import annotations
 
-from grpo_jax.losses.registry import lookup
-
 
 def paper_scale_model(cfg, hf_path: str, preset: str):
   """A Hugging Face checkpoint at paper scale: its config.json sets the architecture (``preset``
@@ -154,4 +152,6 @@ RECIPES = {"grpo": grpo, "gspo": gspo, "dapo": dapo}
 
 def apply(cfg, name: str):
   """``RECIPES[name](cfg)``; an unknown name lists the valid ones."""
-  return lookup(RECIPES, name, "recipe")(cfg)
+  if name not in RECIPES:
+    raise ValueError(f"unknown recipe {name!r}; valid: {', '.join(sorted(RECIPES))}")
+  return RECIPES[name](cfg)

@@ -15,7 +15,7 @@ import numpy as np
 from etils import epath
 
 from grpo_jax.eval import passk
-from grpo_jax.runs import paths
+from grpo_jax.rundir import paths
 
 SUMMARY_KEYS = ("pass@1", "pass@8", "pass@16", "maj@8", "maj@16", "len_mean", "truncated_frac")
 

@@ -1,6 +1,6 @@
 """Held-out evaluation: n samples per problem, graded, summarised as pass@k with CIs (METHODS §6).
 
-ONE loop for every rollout kind (``grpo_jax.train.rollout.ROLLOUTS``): problems are processed
+ONE loop for every rollout kind (``grpo_jax.rollout.one_stage.ROLLOUTS``): problems are processed
 in fixed-size chunks (the last one padded and trimmed) so every chunk hits the same compiled
 sampler; the kind supplies the "sample and grade a chunk" step (``eval_sample``: one-stage, or
 two-stage with fresh previews for ``eval.with_strategy``). Besides the summary,
@@ -19,7 +19,7 @@ import numpy as np
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval import passk
 from grpo_jax.sampling.policy import Policy, SampleSettings
-from grpo_jax.train import distributed
+from grpo_jax.sharding import distributed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +27,7 @@ class EvalLoop:
   """n = ``num_samples`` samples per problem from ``rollout.eval_sample``, ``chunk_problems``
   problems per sampler call; pass@k for the ``ks`` that are <= n."""
 
-  rollout: object  # a rollout kind (``grpo_jax.train.rollout``)
+  rollout: object  # a rollout kind (``grpo_jax.rollout.one_stage``)
   num_samples: int
   chunk_problems: int
   ks: tuple[int, ...] = (1,)

@@ -26,7 +26,7 @@ from etils import epath
 
 from grpo_jax.config import files as config_file
 from grpo_jax.eval import benchmarks as bench_lib
-from grpo_jax.runs.sweep import ERROR, RESULTS, RUN_INFO, SWEEP_INFO
+from grpo_jax.rundir.names import ERROR, RESULTS, RUN_INFO, SWEEP_INFO
 
 SEED = "seed"
 # Columns the Markdown tables show by default (the CSV holds every column).

@@ -139,7 +139,7 @@ def parse_args(argv: list[str]):
     help="resume a workdir whose config.json differs from this config (the changed keys are "
     "recorded in config.json); without it such a resume is an error naming them",
   )
-  # Multi-host (grpo_jax.train.distributed): every host runs the same command with its own
+  # Multi-host (grpo_jax.sharding.distributed): every host runs the same command with its own
   # --process_id; or set JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID.
   parser.add_argument("--coordinator_address", default="", help="host0:port of process 0")
   parser.add_argument("--num_processes", type=int, default=0)
@@ -199,7 +199,7 @@ def _config_error(e: Exception) -> int:
 
 
 def _initialize(args) -> None:
-  from grpo_jax.train import distributed
+  from grpo_jax.sharding import distributed
 
   distributed.initialize(
     args.coordinator_address,

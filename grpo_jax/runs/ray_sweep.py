@@ -30,7 +30,8 @@ import time
 
 from etils import epath
 
-from grpo_jax.runs import paths, sweep
+from grpo_jax.rundir import names, paths
+from grpo_jax.runs import sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOG_TAIL = 4000  # characters of each process's log kept in error.txt
@@ -263,7 +264,7 @@ class RaySweep:
       "runs": [entries[r.name] for r in runs if r.name in entries],
     }
     with self._lock:
-      paths.write_text(self.root / sweep.SWEEP_INFO, json.dumps(summary, indent=2) + "\n")
+      paths.write_text(self.root / names.SWEEP_INFO, json.dumps(summary, indent=2) + "\n")
 
 
 def _tail(path: str) -> str:

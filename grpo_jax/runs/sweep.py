@@ -44,15 +44,9 @@ from etils import epath
 
 from grpo_jax.config import files as config_file
 from grpo_jax.config import resume
-from grpo_jax.runs import paths
-
-RESULTS, ERROR, RUN_INFO, SWEEP_INFO, LOG = (
-  "results.json",
-  "error.txt",
-  "sweep_run.json",
-  "sweep.json",
-  "log.txt",
-)
+from grpo_jax.rundir import paths
+from grpo_jax.rundir.names import ERROR, LOG, RESULTS, RUN_INFO, SWEEP_INFO
+from grpo_jax.runs import aggregate
 
 
 def format_value(value) -> str:
@@ -295,7 +289,6 @@ def summary_table(root, runs: list[SweepRun]) -> str:
   """The runs' held-out pass@k before and after RL side by side, a Markdown table with each
   run's bootstrap 95% CIs (``grpo_jax.runs.aggregate.held_out_table``); '' if no run has a
   directory under ``root``."""
-  from grpo_jax.runs import aggregate  # noqa: PLC0415 (aggregate imports this module)
 
   dirs = [epath.Path(root) / r.name for r in runs]
   rows = [aggregate.load_run(d) for d in dirs if d.exists()]

@@ -12,10 +12,10 @@ call and a slot is refilled in the same step its row stops (no chunks to wait fo
 
 Every slot's cache row is laid out as a row of the plain sampler's cache (``kv_cache.py``):
 the left-padded prompt in [0, P), token t − 1 fed at column P + t − 1 and RoPE position (real
-prompt tokens) + t − 1, in caches of P + 64, P + 128 … P + T columns (``sampler.cache_buckets``;
+prompt tokens) + t − 1, in caches of P + 64, P + 128 … P + T columns (``steps.cache_buckets``;
 a bucket ends when a live slot would write past it). So a row's logits do not depend on the
 slot or step it runs in, and token t of row n is drawn with the plain sampler's
-uniform_TxN[t, n] (``sampler.step_uniforms``): both samplers give the same tokens, up to the
+uniform_TxN[t, n] (``steps.step_uniforms``): both samplers give the same tokens, up to the
 rounding of two differently shaped programs.
 
 The schedule (``waste.continuous_steps`` is its host model): after token 0, a block's rows
@@ -37,7 +37,7 @@ from grpo_jax.models.shared_prompt import decode_layout, repeat_runs, run_heads
 from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_tokens
 from grpo_jax.sampling.kv_cache import KVCache, decode_step, grow
 from grpo_jax.sampling.next_token import sample_next_token
-from grpo_jax.sampling.sampler import SampleOutput, cache_buckets, is_stop, step_uniforms
+from grpo_jax.sampling.steps import SampleOutput, cache_buckets, is_stop, step_uniforms
 
 
 @flax.struct.dataclass

@@ -1,6 +1,6 @@
 """Host-level generation: prompt rows in, tokens, masks, log-probs and decoded texts out.
 
-Shared by training rollouts (``grpo_jax.train.rollout``) and evaluation (``grpo_jax.eval``),
+Shared by training rollouts (``grpo_jax.rollout.one_stage``) and evaluation (``grpo_jax.eval``),
 so evaluation does not depend on the training package.
 """
 

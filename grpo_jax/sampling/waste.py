@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from grpo_jax.sampling.sampler import cache_buckets
+from grpo_jax.sampling.steps import cache_buckets
 
 
 def decode_waste(lengths_N, decode_steps: int, num_slots: int | None = None) -> float:
@@ -37,7 +37,7 @@ def decode_waste(lengths_N, decode_steps: int, num_slots: int | None = None) -> 
 class Schedule:
   """What a decode loop runs for given lengths: ``steps`` decode steps of ``slots`` rows, and
   ``column_steps`` = Σ_steps slots · cache columns past the prompt (the cache grows in buckets,
-  ``sampler.cache_buckets``): the keys/values each step reads, in units of one row's column."""
+  ``steps.cache_buckets``): the keys/values each step reads, in units of one row's column."""
 
   steps: int
   slots: int

@@ -6,7 +6,7 @@ reference model follow the logical-axis rules of ``grpo_jax.sharding.rules`` (pr
 ``mesh.train_rules``: FSDP × tensor parallel by default; the sampler sees ``mesh.sample_rules``).
 Changing the mesh changes where numbers live and the order of float sums, nothing else.
 
-Multi-host (several processes, ``grpo_jax.train.distributed``): every host-side batch here is
+Multi-host (several processes, ``grpo_jax.sharding.distributed``): every host-side batch here is
 *this process's rows*; :func:`shard_batch` assembles the global array from each process's
 rows and :func:`local_rows` hands a process back its own rows of a global result.
 """

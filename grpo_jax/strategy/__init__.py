@@ -6,9 +6,10 @@
                 completion, the ``strategy/*`` metrics
   presample.py  the presample store: previews drawn once by the initial policy
   stats.py      success rate per preview over a run (``strategy_previews.json``)
-  rollout.py    the two-stage rollout (``ROLLOUTS["two_stage"]`` in ``grpo_jax.train.rollout``)
 
-:func:`is_two_stage` says whether a config samples in two stages. The config rules of this
+:func:`is_two_stage` says whether a config samples in two stages, :func:`id_units` what ids its
+rollout gives a prompt. The two-stage rollout that runs this method is
+``grpo_jax.rollout.two_stage``. The config rules of this
 package (K against G, source, delimiter, preview length) are checked when a config is loaded
 (``grpo_jax.config.checks``).
 """
@@ -20,4 +21,13 @@ def is_two_stage(cfg) -> bool:
   return bool(s is not None and s.enabled and int(s.num_previews) > 1)
 
 
-__all__ = ["is_two_stage"]
+def id_units(cfg) -> dict[str, int]:
+  """Ids per prompt of each id field of a rollout batch: group ids count prompts (1 each);
+  subgroup ids count prompts too on the one-stage path, and preview slots b·K + k (K per
+  prompt, ``layout.row_ids``; merged previews share the smallest slot of their prompt) on the
+  two-stage one (K = ``strategy.num_previews``)."""
+  k = int(cfg.strategy.num_previews) if is_two_stage(cfg) else 1
+  return {"group_ids_N": 1, "subgroup_ids_N": k}
+
+
+__all__ = ["id_units", "is_two_stage"]

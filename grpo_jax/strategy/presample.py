@@ -23,10 +23,10 @@ import jax
 import numpy as np
 from etils import epath
 
-from grpo_jax.runs import paths
+from grpo_jax.rundir import paths
 from grpo_jax.sampling.policy import Policy
+from grpo_jax.sharding import distributed
 from grpo_jax.strategy.previews import PreviewSpec, draw_previews, make_context
-from grpo_jax.train import distributed
 
 DONE = "done"  # marker file of a complete part
 COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")

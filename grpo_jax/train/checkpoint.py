@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import orbax.checkpoint as ocp
 
-from grpo_jax.runs import paths
+from grpo_jax.rundir import paths
 
 
 class Checkpointer:

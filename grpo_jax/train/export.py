@@ -16,8 +16,8 @@ from etils import epath
 
 from grpo_jax import models
 from grpo_jax.models import build, gguf_io, hf_config, hf_io
-from grpo_jax.runs import paths
-from grpo_jax.train import distributed
+from grpo_jax.rundir import paths
+from grpo_jax.sharding import distributed
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 
 GENERATION_CONFIG = "generation_config.json"

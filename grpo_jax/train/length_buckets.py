@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_jax import sharding as shard_lib
-from grpo_jax.train import distributed
+from grpo_jax.sharding import distributed
 
 
 def bucket_widths(T: int, count: int) -> tuple[int, ...]:

@@ -16,22 +16,24 @@ import jax
 import numpy as np
 from etils import epath
 
-from grpo_jax import data, models
+from grpo_jax import data, models, strategy
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.config import provenance, resume
 from grpo_jax.data import pass_rates
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
-from grpo_jax.runs import paths
+from grpo_jax.rollout import dynamic_sampling
+from grpo_jax.rollout.one_stage import OneStageRollout, build_rollout
+from grpo_jax.rundir import paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
-from grpo_jax.train import distributed, dynamic_sampling, plots, profile
+from grpo_jax.sharding import distributed
+from grpo_jax.train import plots, profile
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.preemption import Preempted, PreemptionWatch
-from grpo_jax.train.rollout import OneStageRollout, build_rollout
 from grpo_jax.train.samples import step_samples
 from grpo_jax.train.state import init_state, step_keys
 from grpo_jax.train.update import check_shared_prompts, make_update_step
@@ -51,7 +53,7 @@ class Setup:
 
   mesh: jax.sharding.Mesh
   task: object
-  rollout: object  # the rollout kind (``grpo_jax.train.rollout.ROLLOUTS``)
+  rollout: object  # the rollout kind (``grpo_jax.rollout.one_stage.ROLLOUTS``)
   graphdef: object
   params: dict
   optimizer: object
@@ -299,7 +301,9 @@ def train(
       rollout_fn = lambda problems, rng, p=sample_policy: rollout(p, problems, rng)
       batch, consumed = dynamic_sampling.sample_batch(
         # Multi-host: each process samples and grades only its own prompts' rows.
-        *distributed.process_share(rollout_fn, task.train_problems, mesh, G, cfg),
+        *distributed.process_share(
+          rollout_fn, task.train_problems, mesh, G, strategy.id_units(cfg)
+        ),
         cursor,
         keys["sample"],
         cfg,

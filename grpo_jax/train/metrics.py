@@ -10,7 +10,7 @@ import jax
 import numpy as np
 from etils import epath
 
-from grpo_jax.runs import paths
+from grpo_jax.rundir import paths
 from grpo_jax.train import tb_events
 
 

@@ -7,7 +7,7 @@ import io
 import numpy as np
 from etils import epath
 
-from grpo_jax.runs import paths
+from grpo_jax.rundir import paths
 from grpo_jax.train.metrics import read_metrics
 
 

@@ -54,7 +54,7 @@ class PreemptionWatch:
   def reached(self, step: int, ckpt) -> bool:
     import jax  # noqa: PLC0415 (the module stays light: the sweep runner imports it)
 
-    from grpo_jax.train import distributed  # noqa: PLC0415
+    from grpo_jax.sharding import distributed  # noqa: PLC0415
 
     if self._use_sync_manager:
       return ckpt.reached_preemption(step)

@@ -29,10 +29,10 @@ from etils import epath
 
 from grpo_jax.data import pass_rates
 from grpo_jax.eval.runner import EvalLoop
-from grpo_jax.runs import paths
+from grpo_jax.rollout.one_stage import OneStageRollout
+from grpo_jax.rundir import paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
-from grpo_jax.train import distributed
-from grpo_jax.train.rollout import OneStageRollout
+from grpo_jax.sharding import distributed
 
 _RNG_SALT = 2**31 - 2  # the profile's key: fold_in(seed key, salt, step); no step key uses it
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from etils import epath
 
-from grpo_jax.runs import paths
+from grpo_jax.rundir import paths
 
 
 def _records(data: bytes) -> Iterator[tuple[bytes, bytes]]:

@@ -12,7 +12,7 @@ Old log-probs (METHODS §4 statement 15): with μ = 1 the old policy IS the curr
 old = stop_gradient(logπ_θ) inside the loss (ratio exactly 1, no extra forward pass); with μ > 1
 they are the trainer's own recomputation, once, before the first step, and stay fixed.
 
-The batch is ``RolloutBatch.to_device(mesh)`` (``grpo_jax.train.batch``): a dict of the N-row
+The batch is ``RolloutBatch.to_device(mesh)`` (``grpo_jax.rollout.batch``): a dict of the N-row
 arrays ``DEVICE_KEYS`` (N rows, P prompt tokens, T completion tokens, L = P + T):
   tokens_NxL, input_mask_NxL (1 = real token), completion_mask_NxT (1 = completion token up to
   and including EOS), sample_logps_NxT (the sampler's log-probs), rewards_N, accuracy_N (raw

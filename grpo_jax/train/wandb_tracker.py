@@ -12,7 +12,7 @@ import uuid
 
 from etils import epath
 
-from grpo_jax.runs import paths
+from grpo_jax.rundir import paths
 
 # logging.wandb_mode: wandb.init's modes ('offline' writes under <workdir>/wandb, synced later
 # with ``wandb sync``).

@@ -23,10 +23,10 @@ import optax
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.eval.runner import EvalLoop
+from grpo_jax.rollout.one_stage import OneStageRollout
 from grpo_jax.sampling.policy import Policy, SampleSettings
-from grpo_jax.train import distributed
+from grpo_jax.sharding import distributed
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.rollout import OneStageRollout
 
 SUPERVISE = ("all", "format")
 SFT_STREAM_START = 1_000_000  # warm-start problems come from their own part of the stream

@@ -91,7 +91,8 @@ def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy, rollou
   b·K + k (K per prompt) on the two-stage path, prompts on the one-stage path."""
   from grpo_jax import sharding as shard_lib
   from grpo_jax.config import base_config
-  from grpo_jax.train import distributed
+  from grpo_jax.sharding import distributed
+  from grpo_jax.strategy import id_units
 
   G, K = 4, 2
   cfg = base_config()
@@ -111,7 +112,9 @@ def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy, rollou
   parts = []
   for p in range(3):  # process p holds rows [p·G, (p+1)·G): one prompt
     monkeypatch.setattr(shard_lib, "process_rows", lambda mesh, n, p=p: (p * G, (p + 1) * G))
-    local_rollout, local_problems = distributed.process_share(rollout_fn, problems_fn, None, G, cfg)
+    local_rollout, local_problems = distributed.process_share(
+      rollout_fn, problems_fn, None, G, id_units(cfg)
+    )
     parts.append(local_rollout(local_problems(0, 3), None))
   for key in ("group_ids_N", "subgroup_ids_N"):
     got = np.concatenate([getattr(b, key) for b in parts])
@@ -122,8 +125,8 @@ def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy, rollou
 WIDTH_WORKER = """
 import sys
 import numpy as np
-from grpo_jax.train import distributed
-from grpo_jax.train.batch import RolloutBatch
+from grpo_jax.sharding import distributed
+from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 
 pid, address = int(sys.argv[1]), sys.argv[2]

@@ -10,7 +10,7 @@ from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.eval import benchmarks
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
-from grpo_jax.train.rollout import OneStageRollout
+from grpo_jax.rollout.one_stage import OneStageRollout
 
 
 def test_by_level_matches_hand_values():

@@ -3,7 +3,7 @@
 import os
 import tempfile
 
-from grpo_jax.runs import paths
+from grpo_jax.rundir import paths
 
 
 def test_uris_stay_uris_and_local_paths_become_absolute(tmp_path, monkeypatch):

@@ -98,7 +98,7 @@ def test_sweep_dry_run_plans_every_run_and_trains_none(spec, tmp_path, launch, c
 
 
 def test_multihost_flags_reach_a_sweep(spec, tmp_path, launch, monkeypatch):
-  from grpo_jax.train import distributed
+  from grpo_jax.sharding import distributed
 
   seen = {}
   monkeypatch.setattr(distributed, "initialize", lambda *a, **k: seen.update(args=a, kw=k))
@@ -116,7 +116,7 @@ def test_distributed_auto_rejects_explicit_cluster_flags(spec, launch, capsys, f
   with pytest.raises(SystemExit) as e:
     launch.parse_args(["--config", spec, "--distributed_auto", flag])
   assert e.value.code == 2 and "drop --coordinator_address" in capsys.readouterr().err
-  from grpo_jax.train import distributed
+  from grpo_jax.sharding import distributed
 
   with pytest.raises(ValueError, match="not both"):
     distributed.initialize("10.0.0.2:8476", 2, 0, auto=True)
@@ -125,7 +125,7 @@ def test_distributed_auto_rejects_explicit_cluster_flags(spec, launch, capsys, f
 def test_distributed_auto_initializes_with_no_cluster_arguments(monkeypatch):
   import jax
 
-  from grpo_jax.train import distributed
+  from grpo_jax.sharding import distributed
 
   seen = []
   monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: seen.append(kw))

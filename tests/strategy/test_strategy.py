@@ -16,8 +16,7 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.data import CountdownTask
 from grpo_jax.eval.runner import EvalLoop, eval_policy
-from grpo_jax.strategy import layout
-from grpo_jax.train.rollout import (
+from grpo_jax.rollout.one_stage import (
   OneStageRollout,
   Policy,
   SampleSettings,
@@ -25,6 +24,7 @@ from grpo_jax.train.rollout import (
   build_rollout,
   rollout_kind,
 )
+from grpo_jax.strategy import layout
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

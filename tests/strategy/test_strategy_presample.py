@@ -173,8 +173,8 @@ def test_presample_budget_covers_what_dynamic_sampling_draws(
   """``prepare`` writes and opens a presample of steps × (prompts one step can draw)."""
   import types
 
-  from grpo_jax.strategy import rollout as sr
-  from grpo_jax.train import dynamic_sampling as ds
+  from grpo_jax.rollout import dynamic_sampling as ds
+  from grpo_jax.rollout import two_stage as sr
 
   cfg = config_file.load(
     str(ROOT / "configs/tiny_test.py"), ["strategy.enabled=true", "strategy.num_previews=2"]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.sharding import distributed
 from grpo_jax.strategy.stats import PreviewStats
-from grpo_jax.train import distributed
 
 
 def test_objects_survive_packing_as_bytes():

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from grpo_jax.config import base_config
-from grpo_jax.train import distributed
-from grpo_jax.train import dynamic_sampling as ds
-from grpo_jax.train.batch import ARRAYS, RolloutBatch
+from grpo_jax.rollout import dynamic_sampling as ds
+from grpo_jax.rollout.batch import ARRAYS, RolloutBatch
+from grpo_jax.sharding import distributed
 
 P, T, EOS, PAD = 2, 10, 1, 0
 

@@ -8,8 +8,8 @@ import pytest
 
 from grpo_jax.config import base_config, recipes
 from grpo_jax.config import files as config_file
-from grpo_jax.train import dynamic_sampling as ds
-from grpo_jax.train.batch import RolloutBatch
+from grpo_jax.rollout import dynamic_sampling as ds
+from grpo_jax.rollout.batch import RolloutBatch
 from tests.config.test_config import ROOT
 
 T = 10  # sampling.max_new_tokens; the penalty zone is the last 4 tokens (L > 6)

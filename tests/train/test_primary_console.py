@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from grpo_jax.eval.runner import EvalLoop
-from grpo_jax.train import distributed, loop
+from grpo_jax.sharding import distributed
+from grpo_jax.train import loop
 
 
 @pytest.fixture(params=[True, False], ids=["process0", "other"])

@@ -9,8 +9,8 @@ import numpy as np
 from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
+from grpo_jax.rollout.one_stage import OneStageRollout, Policy, SampleSettings
 from grpo_jax.sampling import waste
-from grpo_jax.train.rollout import OneStageRollout, Policy, SampleSettings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

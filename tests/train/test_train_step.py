@@ -9,9 +9,9 @@ import pytest
 from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
+from grpo_jax.rollout.one_stage import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.metrics import check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.rollout import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
 

@@ -1,7 +1,7 @@
 """DAPO's batch shaping around a rollout (METHODS §4 "DAPO extras"; Yu et al. 2025, §3.2-3.4).
 
 ``sample_batch`` wraps any ``rollout_fn(problems, rng) -> RolloutBatch`` (rows grouped by
-``group_ids_N``, ``grpo_jax.train.batch``) and returns a batch of exactly B·G rows, so the
+``group_ids_N``, ``grpo_jax.rollout.batch``) and returns a batch of exactly B·G rows, so the
 jitted update keeps one shape:
 
 1. overlong reward shaping (``dapo.overlong_penalty``), on every sampled row:
@@ -49,7 +49,8 @@ import math
 import jax
 import numpy as np
 
-from grpo_jax.train.batch import ARRAYS, RolloutBatch, concat_rows
+from grpo_jax.rollout.batch import ARRAYS, RolloutBatch, concat_rows
+from grpo_jax.sharding.distributed import RowExchange
 
 # dapo.filter_metric → the per-row field of the batch it reads.
 FILTER_METRICS = {"acc": "accuracy_N", "seq_reward": "rewards_N"}
@@ -198,7 +199,6 @@ def sample_batch(
     ``dapo/sampled_reward_mean`` (over every sampled row), ``dapo/overlong_filtered_frac``,
     ``dapo/overlong_penalty_mean``. ``consumed``: prompts drawn from the stream.
   """
-  from grpo_jax.train.distributed import RowExchange  # noqa: PLC0415
 
   exchange = RowExchange() if exchange is None else exchange
   dapo = cfg.dapo

@@ -1,5 +1,5 @@
 """Rollout kinds by name: B prompts × G samples on the mesh, graded on the host, packed as one
-:class:`~grpo_jax.train.batch.RolloutBatch`.
+:class:`~grpo_jax.rollout.batch.RolloutBatch`.
 
 ``ROLLOUTS[rollout_kind(cfg)](cfg, task)`` builds the run's rollout; every kind has
 
@@ -13,7 +13,7 @@
   finish(workdir)                after the loop (per-run statistics)
 
 ``"one_stage"``: plain GRPO sampling; ``"two_stage"``: strategy-conditioned sampling
-(METHODS §5, ``grpo_jax.strategy.rollout``), when ``strategy.enabled`` and K > 1.
+(METHODS §5, ``grpo_jax.rollout.two_stage``), when ``strategy.enabled`` and K > 1.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_jax import strategy
+from grpo_jax.rollout.batch import RolloutBatch
+from grpo_jax.rollout.two_stage import TwoStageRollout
 from grpo_jax.sampling.generate import generate
 from grpo_jax.sampling.policy import Policy, SampleSettings
-from grpo_jax.strategy.rollout import TwoStageRollout
-from grpo_jax.train.batch import RolloutBatch
 
 
 class OneStageRollout:

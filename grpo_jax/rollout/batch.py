@@ -2,8 +2,8 @@
 rollout metrics as fields beside them.
 
 N rows, L = P + T token slots (P prompt slots, left-padded; T response slots, right-padded).
-Every rollout kind (``grpo_jax.train.rollout.ROLLOUTS``) returns a :class:`RolloutBatch`;
-DAPO's shaping (``grpo_jax.train.dynamic_sampling``) returns another one;
+Every rollout kind (``grpo_jax.rollout.one_stage.ROLLOUTS``) returns a :class:`RolloutBatch`;
+DAPO's shaping (``grpo_jax.rollout.dynamic_sampling``) returns another one;
 :meth:`RolloutBatch.device_batch` is what the jitted update (``grpo_jax.train.update``) reads.
 """
 

@@ -107,23 +107,13 @@ def primary_log(log):
   return log if is_primary() else (lambda *args, **kwargs: None)
 
 
-def id_units(cfg=None) -> dict[str, int]:
-  """Ids per prompt of each id field of a rollout batch: group ids count prompts (1 each);
-  subgroup ids count prompts too on the one-stage path, and preview slots b·K + k (K per
-  prompt, ``strategy.layout.row_ids``; merged previews share the smallest slot of their prompt)
-  on the two-stage one (``strategy.is_two_stage``, K = ``strategy.num_previews``)."""
-  from grpo_jax import strategy  # noqa: PLC0415
-
-  k = int(cfg.strategy.num_previews) if cfg is not None and strategy.is_two_stage(cfg) else 1
-  return {"group_ids_N": 1, "subgroup_ids_N": k}
-
-
 def offset_ids(batch, first_problem: int, units: dict[str, int]):
-  """Group / subgroup ids made job-wide: a process whose prompts start at ``first_problem`` of
-  the step adds ``first_problem · units[key]`` to the batch's field ``key`` for each key of
-  ``units`` (the ids that field counts per prompt, :func:`id_units`), so the ids equal a
-  one-process run's. Negative ids (padding) stay negative. Ids stay below the global row count
-  N (segment contract of ``grpo_jax.advantages.segments``). ``batch``: a ``RolloutBatch``."""
+  """Group / subgroup ids made job-wide: a process whose prompts start at ``first_problem``
+  of the step adds ``first_problem · units[key]`` to the batch's field ``key`` for each key of
+  ``units`` (the ids that field counts per prompt, ``grpo_jax.strategy.id_units``), so the ids
+  equal a one-process run's. Negative ids (padding) stay negative. Ids stay below the global
+  row count N (segment contract of ``grpo_jax.advantages.segments``). ``batch``: a
+  ``RolloutBatch``."""
   if first_problem == 0:
     return batch
   changes = {}
@@ -151,15 +141,14 @@ def problem_share(mesh, num_problems: int, rows_per_problem: int) -> tuple[int, 
   return r0 // rows_per_problem, r1 // rows_per_problem
 
 
-def process_share(rollout_fn, problems_fn, mesh, group_size: int, cfg=None, units=None):
+def process_share(rollout_fn, problems_fn, mesh, group_size: int, units: dict[str, int]):
   """Wraps ``(rollout_fn, problems_fn)`` of ``dynamic_sampling.sample_batch`` so each process
   samples and grades only the prompts whose G rows its devices hold
   (``grpo_jax.sharding.process_rows``), its ids offset by :func:`offset_ids` with ``units``
-  (default :func:`id_units` of ``cfg``: what the rollout of that config produces). Identity
-  with one process."""
+  (what the run's rollout produces per prompt: ``grpo_jax.strategy.id_units``). Identity with
+  one process."""
   if jax.process_count() == 1:
     return rollout_fn, problems_fn
-  units = id_units(cfg) if units is None else units
   first = {}
 
   def local_problems(start, count):

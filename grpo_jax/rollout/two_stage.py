@@ -1,5 +1,5 @@
 """The two-stage rollout (METHODS §5): previews, completions conditioned on them, graded and
-packed as one :class:`~grpo_jax.train.batch.RolloutBatch`.
+packed as one :class:`~grpo_jax.rollout.batch.RolloutBatch`.
 
 Batch layout (N = B·G rows, C = prompt + template slots, R = M + T response slots):
   tokens_NxL          [prompt ⊕ template, left-padded to C | preview ⊕ completion, right-padded]
@@ -10,7 +10,7 @@ Batch layout (N = B·G rows, C = prompt + template slots, R = M + T response slo
   lengths_N           completion tokens only; truncated_N stage 2's (no stop token)
 The preview is context, never rewarded: the reward reads the completion text only (prefixed by
 the delimiter the preview ended on, so a ``<plan>;<answer>`` grammar still parses).
-Registered as ``"two_stage"`` in ``grpo_jax.train.rollout.ROLLOUTS``.
+Registered as ``"two_stage"`` in ``grpo_jax.rollout.one_stage.ROLLOUTS``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ import jax
 import numpy as np
 from etils import epath
 
+from grpo_jax.rollout import dynamic_sampling
+from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.sampling.policy import Policy
+from grpo_jax.sharding import distributed
 from grpo_jax.strategy import layout
 from grpo_jax.strategy import previews as stages
 from grpo_jax.strategy.presample import (
@@ -29,15 +32,11 @@ from grpo_jax.strategy.presample import (
   write_presample,
 )
 from grpo_jax.strategy.stats import PreviewStats
-from grpo_jax.train import distributed
-from grpo_jax.train.batch import RolloutBatch
 
 
 def presample_budget(cfg, row_multiple: int) -> int:
   """Prompts the presample must hold: ``strategy.presample_prompts``, or every prompt the run
   can draw (steps × what one step of ``dynamic_sampling.sample_batch`` reads)."""
-  from grpo_jax.train import dynamic_sampling  # noqa: PLC0415 (train imports this module)
-
   per_step = dynamic_sampling.max_prompts_per_step(cfg, row_multiple)
   return int(cfg.strategy.presample_prompts) or cfg.steps * per_step
 

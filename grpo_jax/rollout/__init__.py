@@ -1,0 +1,10 @@
+"""What turns prompts into a scored batch: the rollout kinds, their batch and DAPO's shaping.
+
+  batch.py             ``RolloutBatch``: the host-side N-row batch every rollout returns
+  one_stage.py         ``ROLLOUTS`` by name and the one-stage (plain GRPO) rollout
+  two_stage.py         the two-stage rollout of the strategy method (``grpo_jax.strategy``)
+  dynamic_sampling.py  DAPO's dynamic sampling and overlong shaping around any rollout
+
+The package sits below ``train`` (which runs it) and above ``strategy``, ``eval`` and
+``sampling`` (which it uses).
+"""
