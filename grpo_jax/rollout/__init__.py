@@ -5,6 +5,6 @@
   two_stage.py         the two-stage rollout of the strategy method (``grpo_jax.strategy``)
   dynamic_sampling.py  DAPO's dynamic sampling and overlong shaping around any rollout
 
-The package sits below ``train`` (which runs it) and above ``strategy``, ``eval`` and
-``sampling`` (which it uses).
+The package sits below ``train`` (which runs it) and above ``strategy`` and ``sampling``
+(which it uses).
 """
