@@ -9,7 +9,7 @@ on halves of the seeds (``:first_seed=0,seeds=8`` and ``:first_seed=8,seeds=8``,
 directories) keep both cores busy; the report reads both. Re-running a command skips finished
 runs and resumes unfinished ones: in the work directories of the first 112 runs (the seven
 conditions before ``scramble``) it runs the 16 of ``scramble`` alone, about 15 minutes with
-the two processes.
+the two processes. ``conditions=alpha=-0.5/scramble`` (names joined by ``/``) runs only those.
 
 Every run is the mini-reproduction's (configs/mini_repro.py): the quickstart's tiny policy,
 a warm start to held-out pass@1 ≈ 0.15, B = 32 prompts × G = 8 per step. The conditions:
@@ -37,7 +37,7 @@ from grpo_jax.config.files import load_module, parse_arg
 
 _MINI = load_module(str(pathlib.Path(__file__).with_name("mini_repro.py")))
 # The names get_config(arg) reads (``<this file>:name=value,...``); any other is an error.
-ARGS = ("steps", "seeds", "first_seed")
+ARGS = ("steps", "seeds", "first_seed", "conditions")
 SEEDS = 16
 STRATEGY = {"strategy.enabled": True, "advantage.baseline": "subgroup_offset"}
 ONE_STAGE = {"strategy.enabled": False, "advantage.baseline": "group"}
@@ -84,5 +84,15 @@ def sweep(add, arg=None):
   args = parse_arg(arg, ARGS)
   first = int(args.get("first_seed", 0))
   for seed in range(first, first + int(args.get("seeds", SEEDS))):
-    for cond in CONDITIONS.values():
+    for cond in pick(args.get("conditions")):
       add(seed=seed, **run_overrides(cond))
+
+
+def pick(names: str | None) -> list[dict]:
+  """The conditions a ``conditions=a/b`` argument names (all of them without one), in
+  :data:`CONDITIONS`' order; an unknown name is a ValueError naming the valid ones."""
+  wanted = names.split("/") if names else list(CONDITIONS)
+  unknown = [n for n in wanted if n not in CONDITIONS]
+  if unknown:
+    raise ValueError(f"unknown study conditions {unknown}; valid: {list(CONDITIONS)}")
+  return [cond for name, cond in CONDITIONS.items() if name in wanted]

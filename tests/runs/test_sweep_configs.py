@@ -142,6 +142,10 @@ def test_study_sweep_is_the_preregistered_design():
   halves = sweep.expand("configs/study.py:first_seed=0,seeds=8")
   halves += sweep.expand("configs/study.py:first_seed=8,seeds=8")
   assert sorted(r.name for r in halves) == sorted(r.name for r in runs)
+  pair = sweep.expand("configs/study.py:conditions=alpha=-0.5/scramble")
+  assert len(pair) == 2 * 16 and {r.name for r in pair} < {r.name for r in runs}
+  with pytest.raises(ValueError, match="unknown study conditions \\['scrambel'\\]"):
+    sweep.expand("configs/study.py:conditions=scrambel")
   rows = [{"name": r.name, **r.overrides} for r in runs]
   rows = study.label(rows, module.CONDITIONS, module.ADDED_KEYS)
   assert len(rows) == len(runs)
