@@ -15,6 +15,11 @@ Reads every run under the given sweep directories, labels it with its condition
 - ``forest.png``, ``curves.png``, ``strata.png``; ``tests.json`` (the numbers behind the tables).
 
 Unfinished runs are listed and left out; a comparison uses the seeds where both runs finished.
+
+``--prior docs/study`` adds an earlier report's runs (its runs.csv, strata and curves) for every
+(condition, seed) the directories lack: a condition added after the earlier run directories
+are gone, run beside a rerun of one earlier condition, which must reproduce its earlier rows
+(grpo_jax/runs/study_prior.py).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from grpo_jax.config import files as config_file  # noqa: E402
-from grpo_jax.runs import aggregate, power, study, study_plots  # noqa: E402
+from grpo_jax.runs import aggregate, power, study, study_plots, study_prior  # noqa: E402
 
 COLUMNS = ("condition", "seed", "status", "steps", "before/pass@1", "before/pass@{k}")
 COLUMNS += ("after/pass@1", "after/pass@{k}", "final/reward/mean", "final/loss/entropy")
@@ -161,6 +166,7 @@ def main(argv: list[str]) -> int:
   parser.add_argument("--out", required=True)
   parser.add_argument("--bias", default=None, help="experiments/group_bias.py's <out>.json")
   parser.add_argument("--last_k", type=int, default=10)
+  parser.add_argument("--prior", default=None, help="an earlier report's --out directory")
   args = parser.parse_args(argv)
   module = config_file.load_module(args.config)
   conditions = module.CONDITIONS
@@ -177,10 +183,16 @@ def main(argv: list[str]) -> int:
   reference, treated = getattr(module, "STRATA_PAIR", ("grpo", "grpo+hadw"))
   names = list(conditions)
   rows = study.collect(args.sweep_dirs, conditions, args.last_k, getattr(module, "ADDED_KEYS", {}))
-  out = pathlib.Path(args.out)
-  out.mkdir(parents=True, exist_ok=True)
   k = top_k(rows)
   columns = [c.format(k=k) for c in COLUMNS]
+  strata = study.strata_rows(rows, reference=reference)
+  prior = study_prior.read(args.prior) if args.prior else None
+  reran = 0
+  if prior is not None:
+    rows, strata, reran = study_prior.merge(rows, strata, prior, columns[3:])
+  curves = study.curve_record(rows, study_plots.CURVE_METRICS, prior and prior.curves)
+  out = pathlib.Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
   aggregate.to_csv([{c: r.get(c) for c in columns} for r in rows], out / "runs.csv")
 
   tests = study.primary_tests(rows, primary)
@@ -189,7 +201,6 @@ def main(argv: list[str]) -> int:
   withdrawn_tests = [
     {**dataclasses.asdict(c), **study.paired(rows, c.a, c.b, c.metric)} for c in withdrawn
   ]
-  strata = study.strata_rows(rows, reference=reference)
   hadw_strata = study.strata_deltas(strata, treated, reference)
   verdicts = {}
   for h in hypotheses:
@@ -208,6 +219,17 @@ def main(argv: list[str]) -> int:
     "",
     f"Unfinished runs left out: {len(unfinished)}.",
     "",
+    *(
+      [
+        f"{sum('dir' not in r for r in done)} runs are read from the prior report {args.prior} "
+        f"(their directories are not here); {reran} runs here rerun prior ones and reproduce "
+        "them. The training curves of conditions without runs here come from the prior's "
+        "record where it has them.",
+        "",
+      ]
+      if prior is not None
+      else []
+    ),
     "## Per condition (mean over seeds [95% t interval])",
     "",
     conditions_table(rows, names, k),
@@ -243,10 +265,10 @@ def main(argv: list[str]) -> int:
   ]
   (out / "report.md").write_text("\n".join(report))
   record = {"tests": tests, "secondary": other_tests, "withdrawn": withdrawn_tests}
-  record |= {"verdicts": verdicts, "strata": strata}
+  record |= {"verdicts": verdicts, "strata": strata, "curves": curves}
   (out / "tests.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
   study_plots.forest(tests).savefig(out / "forest.png", dpi=120)
-  study_plots.training_curves(rows, names).savefig(out / "curves.png", dpi=110)
+  study_plots.training_curves(rows, names, record=curves).savefig(out / "curves.png", dpi=110)
   study_plots.strata_bars(strata, names).savefig(out / "strata.png", dpi=120)
   print("\n".join(report))
   return 0

@@ -190,14 +190,16 @@ def correct_PxN(path) -> np.ndarray:
 def strata_rows(rows: list[dict], reference: str) -> list[dict]:
   """Per run and difficulty stratum: ``before`` / ``after`` pass@1 on the problems of that
   stratum. Strata come from the seed's ``reference`` run's before-RL evaluation (every run of a
-  seed evaluates the same problems with the same warm-started policy before RL)."""
+  seed evaluates the same problems with the same warm-started policy before RL, so a seed
+  without a reference run here takes the run's own). Rows without a run directory (a prior
+  report's, :mod:`grpo_jax.runs.study_prior`) are skipped."""
   ref_dirs = {r[aggregate.SEED]: r["dir"] for r in rows if r["condition"] == reference}
   out = []
   for r in rows:
     seed = r[aggregate.SEED]
-    if r["status"] != "done" or seed not in ref_dirs:
+    if r["status"] != "done" or "dir" not in r:
       continue
-    ref_files, files = problem_files(ref_dirs[seed]), problem_files(r["dir"])
+    ref_files, files = problem_files(ref_dirs.get(seed, r["dir"])), problem_files(r["dir"])
     strata = np.array([stratum_of(c.mean()) for c in correct_PxN(ref_files[min(ref_files)])])
     before, after = correct_PxN(files[min(files)]), correct_PxN(files[max(files)])
     for s in STRATA:
@@ -230,10 +232,10 @@ def hard_gain_larger(deltas: dict[str, dict]) -> bool:
 
 def curves(rows: list[dict], metric: str) -> dict[str, dict]:
   """condition → ``step``, ``mean``, ``lo``, ``hi`` (95% t band over seeds) of a training metric,
-  over the steps every done run of the condition logged."""
+  over the steps every done run of the condition logged (runs with a directory here)."""
   by_cond: dict[str, list[dict[int, float]]] = {}
   for r in rows:
-    if r["status"] != "done":
+    if r["status"] != "done" or "dir" not in r:
       continue
     series = {m["step"]: m[metric] for m in aggregate._read_metrics(epath.Path(r["dir"]))}
     series = {k: v for k, v in series.items() if isinstance(v, int | float)}
@@ -246,12 +248,24 @@ def curves(rows: list[dict], metric: str) -> dict[str, dict]:
   return out
 
 
+def curve_record(rows: list[dict], metrics, prior: dict | None = None) -> dict[str, dict]:
+  """metric → condition → ``step``/``mean``/``lo``/``hi`` lists (JSON, a report's
+  ``tests.json``): :func:`curves` of the rows, with ``prior``'s (an earlier report's record,
+  :mod:`grpo_jax.runs.study_prior`) for the conditions that have no run directory here."""
+  out = {}
+  for m in metrics:
+    own = {c: {k: np.asarray(v).tolist() for k, v in d.items()} for c, d in curves(rows, m).items()}
+    out[m] = {**(prior or {}).get(m, {}), **own}
+  return out
+
+
 __all__ = [
   "PRIMARY",
   "WITHDRAWN",
   "Comparison",
   "bias_verdict",
   "collect",
+  "curve_record",
   "curves",
   "hard_gain_larger",
   "label",

@@ -61,17 +61,22 @@ def _smooth(x, window: int):
   return (c[1:] - c[np.arange(1, len(x) + 1) - n]) / n
 
 
-def training_curves(rows: list[dict], conditions=None, axes=None, smooth: int = 5):
+CURVE_METRICS = tuple(m for m, _ in CURVES) + ("hadw/batch_acc",)
+
+
+def training_curves(rows: list[dict], conditions=None, axes=None, smooth: int = 5, record=None):
   """Mean over seeds (line) and 95% t band per condition, one panel per :data:`CURVES` entry;
-  each series a trailing moving average over ``smooth`` steps."""
+  each series a trailing moving average over ``smooth`` steps. ``record``: the series as
+  :func:`grpo_jax.runs.study.curve_record` gives them (by default from the rows)."""
+  record = record or study.curve_record(rows, CURVE_METRICS)
   plt = _plt()
   if axes is None:
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
   fig = np.ravel(axes)[0].figure
   conditions = conditions or list(dict.fromkeys(r["condition"] for r in rows))
   for ax, (metric, title) in zip(np.ravel(axes), CURVES, strict=True):
-    data = study.curves(rows, metric)
-    acc = study.curves(rows, "hadw/batch_acc") if metric == "hadw/anchor" else {}
+    data = record[metric]
+    acc = record["hadw/batch_acc"] if metric == "hadw/anchor" else {}
     for i, cond in enumerate(conditions):
       c = data.get(cond)
       if c is None or not len(c["step"]) or not np.any(np.asarray(c["mean"]) != 0):

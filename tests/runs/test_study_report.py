@@ -5,6 +5,7 @@ Holm, and H1 is supported; without it H1 is not resolved. Tables, verdicts and f
 import importlib.util
 import json
 import pathlib
+import shutil
 
 import fake_study
 import pytest
@@ -84,3 +85,46 @@ def test_a_config_with_its_own_family(tmp_path):
   assert tests["R1"]["mean"] == pytest.approx(0.05, abs=0.005) and tests["R1"]["n"] == 5
   assert record["verdicts"]["H1"] == "supported" and record["verdicts"]["H3"] != "supported"
   assert "| anchor+hadw − anchor |" in (out / "report.md").read_text()
+
+
+def test_a_prior_report_stands_in_for_runs_that_are_gone(tmp_path):
+  """--prior: a condition added after the earlier run directories are gone (scramble), run beside
+  a rerun of alpha=-0.5, gives the report of the whole study; a rerun that does not reproduce
+  its earlier row, or no rerun at all, is refused."""
+  full = fake_study.make(tmp_path / "full", seeds=range(5), effect=0.05)
+  config = ["--config", str(ROOT / "configs/study.py")]
+  main = report_module().main
+  assert main([str(full), "--out", str(tmp_path / "all"), *config]) == 0
+  new = tmp_path / "new"
+  new.mkdir()
+  for run in list(full.iterdir()):
+    if "magnitude_scramble" in run.name:
+      run.rename(new / run.name)
+    elif "offset_coef=-0.5" in run.name and "shuffle=true" not in run.name:
+      if "noise=true" not in run.name:
+        shutil.copytree(run, new / run.name)
+  assert main([str(full), "--out", str(tmp_path / "first"), *config]) == 0
+  argv = [str(new), "--out", str(tmp_path / "merged"), "--prior", str(tmp_path / "first")]
+  assert main(argv + config) == 0
+  whole = json.loads((tmp_path / "all" / "tests.json").read_text())
+  merged = json.loads((tmp_path / "merged" / "tests.json").read_text())
+  for a, b in zip(whole["tests"], merged["tests"], strict=True):
+    assert (a["id"], a["n"]) == (b["id"], b["n"]) and a["mean"] == pytest.approx(b["mean"])
+    assert a["p_holm"] == pytest.approx(b["p_holm"])
+  key = lambda s: (s["condition"], s["seed"], s["stratum"])
+  assert sorted(map(key, merged["strata"])) == sorted(map(key, whole["strata"]))
+  assert set(merged["curves"]["reward/mean"]) == set(fake_study.conditions())
+  text = (tmp_path / "merged" / "report.md").read_text()
+  assert "30 runs are read from the prior report" in text and "; 5 runs here rerun" in text
+  # A rerun that differs from its earlier row breaks the pairing.
+  rerun = next(p for p in new.iterdir() if "magnitude_scramble" not in p.name)
+  results = json.loads((rerun / "results.json").read_text())
+  results["after"]["pass@8"] += 0.01
+  (rerun / "results.json").write_text(json.dumps(results))
+  with pytest.raises(ValueError, match="after/pass@8 is .* not reproduced"):
+    main(argv + config)
+  for p in new.iterdir():
+    if "magnitude_scramble" not in p.name:
+      shutil.rmtree(p)
+  with pytest.raises(ValueError, match="no run here reruns one of the prior report's"):
+    main(argv + config)
