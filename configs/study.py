@@ -66,6 +66,33 @@ CONDITIONS = {
 }
 
 
+P8, P1 = "after/pass@8", "after/pass@1"
+# The design's family of six primary comparisons (grpo_jax.runs.study.Comparison fields; Holm
+# over all six). H2'' (the sign-keeping magnitude scramble against the real offsets) took H2''s
+# place on 2026-12-03, before any run of its condition (docs/study_design.md, "Changes to the
+# plan").
+PRIMARY = (
+  ("H1a", "alpha=-0.5", "anchor", P8, +1),
+  ("H1b", "alpha=-0.5", "alpha=+0.5", P8, +1),
+  ("H2a", "shuffle", "alpha=-0.5", P8, -1),
+  ("H2b", "shuffle", "anchor", P8, -1),
+  ("H2''", "scramble", "alpha=-0.5", P8, -1),
+  ("H3", "grpo+hadw", "grpo", P1, +1),
+)
+# Withdrawn from the family, reported unadjusted: H2' (shuffle − matched noise) has expected
+# Δ 0 whatever the offsets do, since at equal subgroup sizes the noise has the shuffle's mean
+# and covariance.
+WITHDRAWN = (("H2'", "shuffle", "noise", P8, -1),)
+# hypothesis → (its comparisons, the ones that must be significant for "supported").
+HYPOTHESES = {
+  "H1": (("H1a", "H1b"), ("H1a",)),
+  "H2": (("H2a", "H2b"), ("H2a",)),
+  "H2''": (("H2''",), ("H2''",)),
+  "H3": (("H3",), ("H3",)),
+}
+STRATA_PAIR = ("grpo", "grpo+hadw")  # (reference, treated) of the difficulty strata
+
+
 def run_overrides(condition: dict) -> dict:
   """A condition's overrides as its runs set them: the :data:`ADDED_KEYS` at their earlier value
   left out."""

@@ -16,10 +16,9 @@ import argparse
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
 from grpo_jax.config import files as config_file
-from grpo_jax.runs import aggregate  # noqa: E402
+from grpo_jax.rundir import tables
+from grpo_jax.runs import aggregate
 
 
 def parse_reference(text: str | None) -> dict | None:
@@ -35,12 +34,7 @@ def parse_reference(text: str | None) -> dict | None:
 
 def pairs_table(rows, pairs: list[str], metrics: list[str]) -> str:
   """Markdown: one line per ``A:B`` pair, Δ = A − B per metric as mean [95% t interval]."""
-  lines = [
-    "Paired differences over seeds (A − B, same seed; mean [95% t interval], n seeds):",
-    "",
-    "| A | B | n | " + " | ".join(f"Δ {m}" for m in metrics) + " |",
-    "|" + "---|" * (3 + len(metrics)),
-  ]
+  lines = []
   for pair in pairs:
     a_text, _, b_text = pair.partition(":")
     a, b = parse_reference(a_text), parse_reference(b_text)
@@ -48,9 +42,12 @@ def pairs_table(rows, pairs: list[str], metrics: list[str]) -> str:
     for m in metrics:
       d = aggregate.paired_difference(rows, a, b, m)
       n = d["n"]
-      cells.append(f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]")
-    lines.append(f"| {a_text} | {b_text} | {n} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+      cells.append(tables.interval(d["mean"], d["lo"], d["hi"], signed=True))
+    lines.append([a_text, b_text, n, *cells])
+  table = tables.markdown(["A", "B", "n", *(f"Δ {m}" for m in metrics)], lines)
+  return (
+    f"Paired differences over seeds (A − B, same seed; mean [95% t interval], n seeds):\n\n{table}"
+  )
 
 
 def main(argv: list[str]) -> int:

@@ -143,7 +143,7 @@ def decode_run(store: Params, name: str, B: int, P: int, T: int, reps: int, budg
   prompt_BxP = jnp.asarray(bc.random_prompts(B, P, V))
   mask_BxP = jnp.ones_like(prompt_BxP)
   kw = dict(max_new_tokens=T, eos_id=-1, pad_id=0)  # no token is -1: no early stop
-  fn = jax.jit(lambda p, x, m, r: sampling.sample(graphdef, p, x, m, r, **kw))
+  fn = jax.jit(lambda p, x, m, r: sampling.sample(graphdef, p, x, m, r, sampling.Decode(**kw)))
   t0 = time.perf_counter()
   compiled = fn.lower(params, prompt_BxP, mask_BxP, jax.random.key(0)).compile()
   row = {"compile_s": time.perf_counter() - t0}

@@ -10,7 +10,7 @@ The checkpoints are random Qwen3-architecture models written by transformers (to
 Their tokenizer is a word-level one over "t0 … t{V-1}" (t0 = pad, t1 = eos), so a prompt of P
 words is exactly P tokens in both worlds.
 
-``--model real`` is SmolLM2-135M-Instruct (``tests/real_model.py``), or any HF directory:
+``--model real`` is SmolLM2-135M-Instruct (``grpo_jax.models.smollm2``), or any HF directory:
 ``model_dir`` finds it, ``register`` adds its shapes to ``SIZES`` (for the FLOP counts and
 bounds) and ``chat_prompts`` gives the arithmetic task's chat prompts
 (``configs/smollm2_arithmetic.py``) as the library's sampler takes them.
@@ -23,12 +23,14 @@ import json
 import os
 import pathlib
 import platform
-import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from grpo_jax.models import smollm2
+from grpo_jax.rundir import tables
 
 SIZES = {
   "tiny": dict(vocab=1024, hidden=128, layers=4, heads=4, kv_heads=2, mlp=384),
@@ -40,13 +42,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def model_dir(name: str) -> str:
-  """``real``: SmolLM2-135M-Instruct as a HF directory (built once by ``tests/real_model.py``);
+  """``real``: SmolLM2-135M-Instruct as a HF directory (built once by ``grpo_jax.models.smollm2``);
   ``tiny`` / ``small``: the random checkpoints below; else a HF directory."""
   if name == "real":
-    sys.path.insert(0, str(ROOT / "tests"))
-    import real_model  # noqa: PLC0415
-
-    return str(real_model.hf_dir())
+    return str(smollm2.hf_dir())
   return str(checkpoint(name)) if name in SIZES else name
 
 
@@ -265,6 +264,4 @@ def fmt_table(rows: list[dict], cols: list[str]) -> str:
       return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
     return str(v)
 
-  lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-  lines += ["| " + " | ".join(cell(r.get(c, "")) for c in cols) + " |" for r in rows]
-  return "\n".join(lines)
+  return tables.markdown(cols, ([cell(r.get(c, "")) for c in cols] for r in rows))

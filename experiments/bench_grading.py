@@ -44,12 +44,11 @@ from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import base_config, finalize
 from grpo_jax.data import build_task
+from grpo_jax.models import smollm2
 from grpo_jax.rewards import math as rm
 from grpo_jax.sampling import Policy, SampleSettings, generate
 
-DEFAULT_HF = pathlib.Path(
-  os.environ.get("GRPO_JAX_CACHE", pathlib.Path.home() / ".cache/grpo_jax")
-) / ("smollm2-135m-instruct-hf")
+DEFAULT_HF = smollm2.cache_dir() / smollm2.HF_NAME
 LAST_INT = re.compile(r"-?\d+")
 
 
@@ -143,8 +142,7 @@ def main(argv=None):
   if not pathlib.Path(args.hf_dir).is_dir():
     raise SystemExit(
       f"no checkpoint at {args.hf_dir}: build it with "
-      '`python -c \'import sys; sys.path.insert(0, "tests"); import real_model; '
-      "print(real_model.hf_dir())'`, or pass --hf_dir"
+      "`python -m grpo_jax.models.smollm2 --hf`, or pass --hf_dir"
     )
   if args.rows_per_call % args.group_size:
     raise SystemExit("--rows_per_call must be a multiple of --group_size")

@@ -47,7 +47,7 @@ def compare(vocab: int, hidden: int, rows: int, length: int, chunk: int, reps: i
   w = jnp.asarray(rng.normal(size=(rows, length)), jnp.float32)
   variants = {
     "token_logps": lambda p: models.token_logps(graphdef, p, tokens, mask, 1.0),
-    "chunked": lambda p: chunked_token_logps(graphdef, p, tokens, mask, vocab_chunk=chunk),
+    "chunked": lambda p: chunked_token_logps(chunk)(graphdef, p, tokens, mask),
   }
   loss = lambda f: lambda p: jnp.sum(f(p) * w)
   fns = {k: jax.jit(jax.value_and_grad(loss(f))) for k, f in variants.items()}

@@ -62,11 +62,13 @@ def ours_runner(
       prompt_BxP,
       mask_BxP,
       jax.random.key(seed + calls[0]),
-      max_new_tokens=new_tokens,
-      eos_id=-1,  # no token equals it: every row runs the full T steps
-      pad_id=pad_id,
-      temperature=1.0,
-      **sample_kw,
+      sampling.Decode(
+        max_new_tokens=new_tokens,
+        eos_id=-1,  # no token equals it: every row runs the full T steps
+        pad_id=pad_id,
+        temperature=1.0,
+        **sample_kw,
+      ),
     )
     out.tokens_NxT.block_until_ready()
     return out

@@ -22,10 +22,9 @@ import math
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-from grpo_jax.config import files as config_file  # noqa: E402
-from grpo_jax.runs import aggregate, group_bias, study  # noqa: E402
+from grpo_jax.config import files as config_file
+from grpo_jax.rundir import tables
+from grpo_jax.runs import aggregate, group_bias, study
 
 ONE_STAGE = ["strategy.enabled=false", "advantage.baseline=group", "hadw.enabled=false"]
 HALVES = (0.0, 0.5, 1.0)  # the pre-registered split: hard (p < 1/2) and easy prompts
@@ -66,19 +65,17 @@ def pooled(per_seed: dict[int, list[dict]]) -> list[dict]:
 
 
 def markdown(rows: list[dict], G: int, samples: int) -> str:
-  lines = [
+  head = (
     f"E[p̂ − p | mixed group] by difficulty (G = {G}; {samples} samples per problem: each group "
     "against independent halves of the other samples for the bin and for p). Mean over seeds "
-    "[95% t interval]; β(p, G) the closed form at the measured p.",
-    "",
-    "| p bin | seeds | mixed groups | measured bias | β(p, G) |",
-    "|---|---|---|---|---|",
-  ]
-  for r in rows:
-    interval = f" [{r['lo']:+.3f}, {r['hi']:+.3f}]" if math.isfinite(r["lo"]) else ""
-    cell = f"{r['bias']:+.3f}{interval}"
-    lines.append(f"| {r['bin']} | {r['seeds']} | {r['mixed']} | {cell} | {r['predicted']:+.3f} |")
-  return "\n".join(lines) + "\n"
+    "[95% t interval]; β(p, G) the closed form at the measured p."
+  )
+  row = lambda r: [
+    r["bin"], r["seeds"], r["mixed"], tables.interval(r["bias"], r["lo"], r["hi"], signed=True),
+    tables.number(r["predicted"], signed=True),
+  ]  # fmt: skip
+  header = ["p bin", "seeds", "mixed groups", "measured bias", "β(p, G)"]
+  return f"{head}\n\n{tables.markdown(header, map(row, rows))}\n"
 
 
 def main(argv: list[str]) -> int:

@@ -6,12 +6,9 @@ Modes, sweeps, pods, Ray and multi-host flags: ``--help`` and ``grpo_jax.runs.la
 Exit status: 0 done, 2 config error, 75 preempted (the same command resumes).
 """
 
-import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-from grpo_jax.runs.launcher import main, parse_args, results_table  # noqa: E402
+from grpo_jax.runs.launcher import main, parse_args, results_table
 
 __all__ = ["main", "parse_args", "results_table"]
 

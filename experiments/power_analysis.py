@@ -18,15 +18,12 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import pathlib
 import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-from grpo_jax.config import files as config_file  # noqa: E402
-from grpo_jax.runs import power  # noqa: E402
+from grpo_jax.config import files as config_file
+from grpo_jax.runs import power
 
 FIXED = {"name", "status", "steps", "seed"}
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-from grpo_jax.models import PRESETS  # noqa: E402
-from grpo_jax.planning import memory as mp  # noqa: E402
+from grpo_jax.models import PRESETS
+from grpo_jax.planning import memory as mp
+from grpo_jax.rundir import tables
 
 MESHES = {
   mp.TPU_V5P_64.name: (mp.TPU_V5P_64, [(1, 32, 1), (4, 8, 1), (2, 8, 2), (1, 8, 4)]),
@@ -29,7 +27,7 @@ def main(argv):
   parser.add_argument("--mfu", type=float, default=0.4)
   parser.add_argument("--prompts", type=int, default=32)
   args = parser.parse_args(argv)
-  print(mp.TABLE_HEADER)
+  rows = []
   for name in ("qwen3_8b_base", "olmo3_7b_base"):
     model = PRESETS[name]
     for hw, meshes in MESHES.values():
@@ -41,7 +39,8 @@ def main(argv):
           work = dataclasses.replace(work, sample_chunks=work.sample_chunks * 2)
           result = mp.plan(model, mesh, work, hw, args.mfu)
         label = name if work.sample_chunks == 1 else f"{name} (sample in {work.sample_chunks})"
-        print(mp.format_plan(label, mesh, result, hw))
+        rows.append(mp.plan_cells(label, mesh, result, hw))
+  print(tables.markdown(mp.TABLE_COLUMNS, rows))
   return 0
 
 

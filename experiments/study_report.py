@@ -32,27 +32,18 @@ import pathlib
 import re
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from grpo_jax.config import files as config_file  # noqa: E402
-from grpo_jax.runs import aggregate, power, study, study_plots, study_prior  # noqa: E402
+from grpo_jax.config import files as config_file
+from grpo_jax.rundir import tables
+from grpo_jax.runs import aggregate, power, study, study_plots, study_prior
 
 COLUMNS = ("condition", "seed", "status", "steps", "before/pass@1", "before/pass@{k}")
 COLUMNS += ("after/pass@1", "after/pass@{k}", "final/reward/mean", "final/loss/entropy")
 
 
-def _f(x, signed=False) -> str:
-  if not isinstance(x, int | float) or not math.isfinite(x):
-    return "–"
-  return f"{x:+.3f}" if signed else f"{x:.3f}"
-
-
-def _interval(mean, lo, hi, signed=False) -> str:
-  if not math.isfinite(lo):
-    return _f(mean, signed)
-  return f"{_f(mean, signed)} [{_f(lo, signed)}, {_f(hi, signed)}]"
+_f = tables.number
+_interval = tables.interval
 
 
 def top_k(rows) -> int:
@@ -69,33 +60,30 @@ def _other_metric(metric: str, k: int) -> str:
 def conditions_table(rows, conditions, k: int) -> str:
   metrics = ("before/pass@1", "after/pass@1", f"before/pass@{k}", f"after/pass@{k}")
   metrics += ("final/reward/mean",)
-  lines = ["| condition | n | " + " | ".join(metrics) + " |", "|" + "---|" * (2 + len(metrics))]
+  lines = []
   for c in conditions:
     done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
     cells = [_interval(*aggregate.t_interval([r.get(m, math.nan) for r in done])) for m in metrics]
-    lines.append(f"| {c} | {len(done)} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+    lines.append([c, len(done), *cells])
+  return tables.markdown(["condition", "n", *metrics], lines)
 
 
 def tests_table(tests, holm=True) -> str:
-  head = "| id | A − B | metric | n | Δ [95% t] | p |" + (
-    " Holm p | detectable Δ |" if holm else ""
+  header = ["id", "A − B", "metric", "n", "Δ [95% t]", "p"] + (
+    ["Holm p", "detectable Δ"] if holm else []
   )
-  lines = [head, "|" + "---|" * (8 if holm else 6)]
+  lines = []
   for t in tests:
-    cells = [t["id"], f"{t['a']} − {t['b']}", t["metric"], str(t["n"])]
+    cells = [t["id"], f"{t['a']} − {t['b']}", t["metric"], t["n"]]
     cells += [_interval(t["mean"], t["lo"], t["hi"], signed=True), _f(t["p"])]
     if holm:
       cells += [_f(t["p_holm"]), _f(t["mde"])]
-    lines.append("| " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+    lines.append(cells)
+  return tables.markdown(header, lines)
 
 
 def strata_table(strata, conditions, pairs) -> str:
-  lines = [
-    "| condition | " + " | ".join(study.STRATA) + " |",
-    "|" + "---|" * (1 + len(study.STRATA)),
-  ]
+  lines = []
   for c in conditions:
     cells = []
     for s in study.STRATA:
@@ -103,26 +91,27 @@ def strata_table(strata, conditions, pairs) -> str:
       problems = np.mean([r["problems"] for r in sel]) if sel else 0
       mean, lo, hi = aggregate.t_interval([r["after"] for r in sel])
       cells.append(f"{_interval(mean, lo, hi)} ({problems:.0f})")
-    lines.append(f"| {c} | " + " | ".join(cells) + " |")
-  lines += ["", "| paired Δ pass@1 | " + " | ".join(study.STRATA) + " |"]
-  lines.append("|" + "---|" * (1 + len(study.STRATA)))
+    lines.append([c, *cells])
+  deltas = []
   for a, b in pairs:
     d = study.strata_deltas(strata, a, b)
     cells = [_interval(d[s]["mean"], d[s]["lo"], d[s]["hi"], signed=True) for s in study.STRATA]
-    lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+    deltas.append([f"{a} − {b}", *cells])
+  by_condition = tables.markdown(["condition", *study.STRATA], lines)
+  return by_condition + "\n\n" + tables.markdown(["paired Δ pass@1", *study.STRATA], deltas)
 
 
 def rl_effect_table(rows, conditions, k: int) -> str:
-  lines = ["| condition | n | Δ pass@1 (after − before) | Δ pass@" + f"{k} |", "|---|---|---|---|"]
+  lines = []
   for c in conditions:
     done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
     cells = []
     for m in ("pass@1", f"pass@{k}"):
       t = power.paired_test([r[f"after/{m}"] - r[f"before/{m}"] for r in done])
       cells.append(_interval(t["mean"], t["lo"], t["hi"], signed=True))
-    lines.append(f"| {c} | {len(done)} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+    lines.append([c, len(done), *cells])
+  header = ["condition", "n", "Δ pass@1 (after − before)", f"Δ pass@{k}"]
+  return tables.markdown(header, lines)
 
 
 def evidence(tests: list[dict], ids) -> str:
@@ -147,14 +136,15 @@ def bias_section(bias: dict | None) -> tuple[str, str]:
   (``pooled``, judged) and quarters (``pooled_fine``, descriptive)."""
   if bias is None:
     return study.UNRESOLVED, ""
-  lines = []
-  for key in ("pooled", "pooled_fine"):
-    lines += ["", "| p bin | seeds | mixed groups | E[p̂ − p given mixed] [95% t] | β(p, G) |"]
-    lines.append("|---|---|---|---|---|")
-    for r in bias.get(key, []):
-      cell, beta = _interval(r["bias"], r["lo"], r["hi"], signed=True), _f(r["predicted"], True)
-      lines.append(f"| {r['bin']} | {r['seeds']} | {r['mixed']} | {cell} | {beta} |")
-  return study.bias_verdict(bias["pooled"]), "\n".join(lines[1:])
+  header = ["p bin", "seeds", "mixed groups", "E[p̂ − p given mixed] [95% t]", "β(p, G)"]
+  row = lambda r: [
+    r["bin"], r["seeds"], r["mixed"], _interval(r["bias"], r["lo"], r["hi"], signed=True),
+    _f(r["predicted"], True),
+  ]  # fmt: skip
+  parts = [
+    tables.markdown(header, map(row, bias.get(key, []))) for key in ("pooled", "pooled_fine")
+  ]
+  return study.bias_verdict(bias["pooled"]), "\n\n".join(parts)
 
 
 def main(argv: list[str]) -> int:
@@ -170,17 +160,10 @@ def main(argv: list[str]) -> int:
   args = parser.parse_args(argv)
   module = config_file.load_module(args.config)
   conditions = module.CONDITIONS
-  # A config may name its own family (study.Comparison fields), withdrawn comparisons,
-  # hypotheses and strata reference.
-  own_family = hasattr(module, "PRIMARY")
-  primary = getattr(module, "PRIMARY", study.PRIMARY)
-  primary = tuple(c if isinstance(c, study.Comparison) else study.Comparison(*c) for c in primary)
-  hypotheses = getattr(module, "HYPOTHESES", study.HYPOTHESES)
-  withdrawn = getattr(module, "WITHDRAWN", () if own_family else study.WITHDRAWN)
-  withdrawn = tuple(
-    c if isinstance(c, study.Comparison) else study.Comparison(*c) for c in withdrawn
-  )
-  reference, treated = getattr(module, "STRATA_PAIR", ("grpo", "grpo+hadw"))
+  # The config names its family (study.Comparison fields), hypotheses, strata pair and any
+  # withdrawn comparisons.
+  primary, hypotheses, withdrawn = study.family(module)
+  reference, treated = module.STRATA_PAIR
   names = list(conditions)
   rows = study.collect(args.sweep_dirs, conditions, args.last_k, getattr(module, "ADDED_KEYS", {}))
   k = top_k(rows)
@@ -205,7 +188,7 @@ def main(argv: list[str]) -> int:
   verdicts = {}
   for h in hypotheses:
     extra = study.hard_gain_larger(hadw_strata) if h == "H3" else True
-    verdicts[h] = study.verdict(tests, h, extra, hypotheses)
+    verdicts[h] = study.verdict(tests, h, hypotheses, extra)
   bias = json.loads(pathlib.Path(args.bias).read_text()) if args.bias else None
   verdicts["H4"], bias_table = bias_section(bias)
   grounds = {h: evidence(tests, hypotheses[h][0]) for h in hypotheses}

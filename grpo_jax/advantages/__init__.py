@@ -8,7 +8,7 @@ Pure jnp on rows: ``rewards_N`` with global integer ``group_ids_N`` / ``subgroup
 """
 
 from grpo_jax.advantages.baselines import BASELINES, get_baseline
-from grpo_jax.advantages.compute import AUX_KEYS, compute, row_offsets
+from grpo_jax.advantages.compute import AUX_KEYS, Accuracy, compute, row_offsets
 from grpo_jax.advantages.hadw import (
   ANCHOR_KEYS,
   ANCHORS,
@@ -27,6 +27,7 @@ __all__ = [
   "ANCHORS",
   "ANCHOR_KEYS",
   "AUX_KEYS",
+  "Accuracy",
   "BASELINES",
   "SCALES",
   "SCALE_OF",

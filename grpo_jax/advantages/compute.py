@@ -12,6 +12,8 @@ Config values are read at trace time, so ``jax.jit(functools.partial(compute, cf
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,7 +23,7 @@ from grpo_jax.advantages.baselines import USES_OFFSETS, get_baseline
 from grpo_jax.advantages.hadw import hadw_weights, update_anchor
 from grpo_jax.advantages.magnitude_scramble import magnitude_scramble
 from grpo_jax.advantages.noise import matched_noise
-from grpo_jax.advantages.normalize import normalize
+from grpo_jax.advantages.normalize import normalize, zero_rounding
 from grpo_jax.advantages.offsets import group_stats, valid_rows
 from grpo_jax.advantages.shuffle import offset_permutation, recentring_mean
 from grpo_jax.config import views
@@ -41,6 +43,18 @@ AUX_KEYS = (
   "hadw/phi_boosted_mean",
   "hadw/phi_damped_mean",
 )
+
+
+class Accuracy(NamedTuple):
+  """HA-DW's inputs from the verifier's raw accuracy, before any reward shaping (METHODS §3).
+
+  ``row_N``: accuracy per row, from which p̂_g is taken (DAPO's overlong penalty shapes the
+  rewards, not this); default: the rewards. ``step``: y_t, when the rows are not every sampled
+  response of the step (DAPO's dynamic sampling drops groups; y_t still averages all of them);
+  default: the mean of ``row_N`` (else of the rewards) over the valid rows."""
+
+  row_N: jax.Array | None = None
+  step: jax.Array | None = None
 
 
 # Bound on the float32 rounding of Ã = r − μ_g − α·δ for rewards in [0, 1]: 16 ulps of 1.0 per
@@ -122,8 +136,7 @@ def compute(
   cfg,
   anchor: dict[str, jax.Array],
   rng: jax.Array,
-  batch_acc: jax.Array | None = None,
-  accuracy_N: jax.Array | None = None,
+  accuracy: Accuracy | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array], dict[str, jax.Array]]:
   """Advantages for one step (METHODS §1-3). Returns (advantages_N, new_anchor, aux).
 
@@ -135,13 +148,9 @@ def compute(
   experiment, whose ``advantage`` / ``hadw`` groups are converted to their views. ``anchor`` is
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
   by the offset shuffle, noise and scramble only). ``aux`` holds the scalars named in ``AUX_KEYS``.
-  ``batch_acc``: HA-DW's y_t when the rows are not every sampled response of the step (DAPO's
-  dynamic sampling drops groups; y_t still averages all of them); default: mean of
-  ``accuracy_N`` (else ``rewards_N``) over the valid rows.
-  ``accuracy_N``: the verifier's raw accuracy per row, before any reward shaping (DAPO's
-  overlong penalty). METHODS §3 takes HA-DW's group difficulty p̂_g (and y_t) from it, while
-  the baseline and the normalisation (§1-2) use the shaped ``rewards_N``. Default: ``rewards_N``
-  (the two are the same when nothing shapes the reward).
+  ``accuracy``: HA-DW's p̂_g and y_t from the raw accuracy (:class:`Accuracy`), while the
+  baseline and the normalisation (§1-2) use the shaped ``rewards_N``; by default both come from
+  ``rewards_N`` (the same when nothing shapes the reward).
   """
   adv_cfg, hadw_cfg = _groups(cfg)
   check_ids(group_ids_N, subgroup_ids_N)
@@ -163,12 +172,14 @@ def compute(
 
   # §2: normalisation; degenerate groups are forced to exact zeros under every setting.
   scale, scale_of, eps = adv_cfg.scale, adv_cfg.scale_of, float(adv_cfg.eps)
-  zero_tol = RAW_ROUNDING * (1.0 + abs(float(adv_cfg.offset_coef)))
-  adv_N = normalize(raw_N, rewards_N, group_ids_N, valid_N, scale, scale_of, eps, zero_tol)
+  if scale_of == "advantages":
+    raw_N = zero_rounding(raw_N, RAW_ROUNDING * (1.0 + abs(float(adv_cfg.offset_coef))))
+  adv_N = normalize(raw_N, rewards_N, group_ids_N, valid_N, scale, scale_of, eps)
   adv_N = jnp.where(live_N, adv_N, 0.0)
 
   # §3: HA-DW, on the raw accuracy. y_t counts every valid row of the step, degenerate groups
   # included; p̂_g is the group mean of the accuracy (not of the shaped reward).
+  accuracy_N, batch_acc = accuracy or Accuracy()
   if accuracy_N is None:
     accuracy_N, difficulty_N = rewards_N, stats.group_mean_N
   else:

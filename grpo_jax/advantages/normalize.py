@@ -49,6 +49,12 @@ SigmaFn = Callable[[jax.Array, jax.Array, jax.Array], "jax.Array | None"]
 SCALES: dict[str, SigmaFn] = {"group": _group_sigma, "batch": _batch_sigma, "none": _no_sigma}
 
 
+def zero_rounding(raw_N: jax.Array, zero_tol: float) -> jax.Array:
+  """Ã with |Ã| at or below ``zero_tol`` (rounding of an Ã that is exactly 0) set to 0, so that
+  normalising Ã by its own std cannot blow rounding up to ±1 (``scale_of='advantages'``)."""
+  return jnp.where(jnp.abs(raw_N) <= zero_tol, 0.0, raw_N)
+
+
 def normalize(
   raw_N: jax.Array,
   rewards_N: jax.Array,
@@ -57,18 +63,15 @@ def normalize(
   scale: str,
   scale_of: str,
   eps: float,
-  zero_tol: float = 0.0,
 ) -> jax.Array:
   """A_i = Ã_i / (σ_i + ε) with σ chosen by ``scale`` and ``scale_of``. Shapes: N -> N.
 
-  ``zero_tol``: with ``scale_of='advantages'``, |Ã| at or below it is rounding and set to 0.
+  With ``scale_of='advantages'`` the caller zeroes Ã's rounding first (:func:`zero_rounding`).
   """
   if scale not in SCALES:
     raise ValueError(f"advantage.scale must be one of {sorted(SCALES)}, got {scale!r}")
   if scale_of not in SCALE_OF:
     raise ValueError(f"advantage.scale_of must be one of {SCALE_OF}, got {scale_of!r}")
-  if scale_of == "advantages":
-    raw_N = jnp.where(jnp.abs(raw_N) <= zero_tol, 0.0, raw_N)
   source_N = rewards_N if scale_of == "rewards" else raw_N
   sigma_N = SCALES[scale](source_N, group_ids_N, valid_N)
   if sigma_N is None:

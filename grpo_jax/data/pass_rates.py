@@ -18,6 +18,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from grpo_jax.rundir import tables
+
 PROFILE_DIR = "profile"
 PASS_RATES = "pass_rates.jsonl"
 
@@ -94,22 +96,17 @@ def level_table(rows: list[dict], group_size: int, band: tuple[float, float] | N
   groups = dict(sorted(groups.items()))
   if len(groups) > 1:
     groups["all"] = list(rows)
-  head = f"| level | problems | pass rate | never | always | informative (G={group_size}) |"
-  lines = [head, "|---|---|---|---|---|---|"]
-  if band:
-    lines[0] += f" kept in [{band[0]:g}, {band[1]:g}] |"
-    lines[1] += "---|"
+  header = ["level", "problems", "pass rate", "never", "always", f"informative (G={group_size})"]
+  header += [f"kept in [{band[0]:g}, {band[1]:g}]"] if band else []
+  rows = []
   for name, rs in groups.items():
     p = np.array([r["pass_rate"] for r in rs])
     q = informative_prob(p, group_size)
-    line = (
-      f"| {name} | {len(rs)} | {p.mean():.3f} | {np.mean(p == 0):.2f} | {np.mean(p == 1):.2f} "
-      f"| {q.mean():.3f} |"
-    )
-    if band:
-      line += f" {int(np.sum((p >= band[0]) & (p <= band[1])))} |"
-    lines.append(line)
-  return "\n".join(lines)
+    row = [name, len(rs), p.mean(), tables.number(np.mean(p == 0), digits=2)]
+    row += [tables.number(np.mean(p == 1), digits=2), q.mean()]
+    row += [int(np.sum((p >= band[0]) & (p <= band[1])))] if band else []
+    rows.append(row)
+  return tables.markdown(header, rows)
 
 
 __all__ = [

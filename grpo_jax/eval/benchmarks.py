@@ -15,7 +15,7 @@ import numpy as np
 from etils import epath
 
 from grpo_jax.eval import passk
-from grpo_jax.rundir import paths
+from grpo_jax.rundir import paths, tables
 
 SUMMARY_KEYS = ("pass@1", "pass@8", "pass@16", "maj@8", "maj@16", "len_mean", "truncated_frac")
 
@@ -104,24 +104,14 @@ def level_gains(before: dict, after: dict, metric: str = "pass@1") -> dict[str, 
 def summary_table(results: list[dict]) -> str:
   """One Markdown row per (benchmark, step): the summary keys present, with CIs for pass@k."""
   keys = [k for k in SUMMARY_KEYS if any(k in r for r in results)]
-  lines = [
-    "| benchmark | step | sampling | " + " | ".join(keys) + " |",
-    "|---|---|---|" + "---|" * len(keys),
-  ]
-  for r in results:
+
+  def row(r: dict) -> list[str]:
     s = r.get("sampling", {})
-    cells = []
-    for k in keys:
-      if k not in r:
-        cells.append("")
-      elif f"{k}_ci" in r:
-        lo, hi = r[f"{k}_ci"]
-        cells.append(f"{r[k]:.3f} [{lo:.3f}, {hi:.3f}]")
-      else:
-        cells.append(f"{r[k]:.3f}")
     name = f"T={s.get('temperature')}, p={s.get('top_p')}, n={s.get('n')}"
-    lines.append(f"| {r['benchmark']} | {r['step']} | {name} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+    cells = [tables.interval(float(r[k]), *r.get(f"{k}_ci", ())) if k in r else "" for k in keys]
+    return [str(r["benchmark"]), str(r["step"]), name, *cells]
+
+  return tables.markdown(["benchmark", "step", "sampling", *keys], map(row, results))
 
 
 def write_summary(workdir) -> epath.Path:

@@ -7,7 +7,7 @@ micro-batch losses (and gradients, and aux metrics) sum to the full-batch values
 
 from grpo_jax.losses.aggregation import AGGREGATIONS, aggregate, denominators
 from grpo_jax.losses.kl import KL_CLAMP, KL_ESTIMATORS, kl_penalty
-from grpo_jax.losses.policy import LOSS_KINDS, LossKind, policy_loss, resolve_clip
+from grpo_jax.losses.policy import LOSS_KINDS, LossKind, Terms, policy_loss, resolve_clip
 from grpo_jax.losses.ratios import (
   RATIOS,
   sequence_log_ratio,
@@ -28,6 +28,7 @@ __all__ = [
   "clipped_surrogate",
   "denominators",
   "kl_penalty",
+  "Terms",
   "policy_loss",
   "resolve_clip",
   "sequence_log_ratio",

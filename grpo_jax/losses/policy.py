@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,15 @@ from grpo_jax.losses.aggregation import AGGREGATIONS, token_mean
 from grpo_jax.losses.kl import KL_ESTIMATORS, kl_penalty
 from grpo_jax.losses.registry import lookup
 from grpo_jax.losses.surrogate import clipped_surrogate
+
+
+class Terms(NamedTuple):
+  """The inputs of the loss's optional terms: ``ref_logps_NxT`` log π_ref (constant) for the KL
+  term, ``entropy_NxT`` the per-token policy entropy H_t (differentiated) for the entropy term;
+  None leaves the term out (its coefficient must then be 0)."""
+
+  ref_logps_NxT: jax.Array | None = None
+  entropy_NxT: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +85,7 @@ def policy_loss(
   mask_NxT,
   cfg_loss,
   denoms,
-  ref_logps_NxT=None,
-  entropy_NxT=None,
+  terms: Terms | None = None,
 ):
   """Scalar loss of these rows and a flat dict of additive scalar metrics.
 
@@ -89,9 +98,8 @@ def policy_loss(
     cfg_loss: the typed ``loss`` view (``grpo_jax.config.views.Loss``) or the ``loss``
       ConfigDict group (converted, and checked, by ``views.of``), read at trace time.
     denoms: ``denominators(mask of the WHOLE step, cfg_loss)``, the same for every micro-batch.
-    ref_logps_NxT: log π_ref (constant); None = no KL term (loss.kl_coef must be 0).
-    entropy_NxT: per-token policy entropy H_t (differentiated); None = no entropy term
-      (loss.entropy_coef must be 0).
+    terms: the KL and entropy terms' inputs (:class:`Terms`); None = no such term (its
+      coefficient, loss.kl_coef or loss.entropy_coef, must then be 0).
 
   Returns:
     (loss, aux). loss = loss/policy + kl_coef·loss/kl − entropy_coef·loss/entropy. aux (all
@@ -113,6 +121,7 @@ def policy_loss(
   agg = lookup(AGGREGATIONS, cfg_loss.aggregation, "loss.aggregation")
   lookup(KL_ESTIMATORS, cfg_loss.kl_estimator, "loss.kl_estimator")  # fail early on a typo
   eps_low, eps_high = resolve_clip(cfg_loss)
+  ref_logps_NxT, entropy_NxT = terms or Terms()
   _check(cfg_loss, ref_logps_NxT, entropy_NxT)
   kl_coef, entropy_coef = float(cfg_loss.kl_coef), float(cfg_loss.entropy_coef)
   log_clamp = float(cfg_loss.ratio_log_clamp)

@@ -6,7 +6,7 @@ from grpo_jax.models.families import FAMILIES, Family, get_family
 from grpo_jax.models.gguf_io import load_gguf, load_gguf_config
 from grpo_jax.models.hf_config import from_hf_config, load_hf_config, to_hf_config
 from grpo_jax.models.hf_io import HFModel, abstract_params, hf_name, load_hf, save_hf
-from grpo_jax.models.logprobs import logps_from_logits, token_logps
+from grpo_jax.models.logprobs import Window, logps_from_logits, token_logps
 from grpo_jax.models.model_config import ModelConfig
 from grpo_jax.models.presets import PRESETS
 from grpo_jax.models.transformer import (
@@ -45,4 +45,5 @@ __all__ = [
   "save_hf",
   "to_hf_config",
   "token_logps",
+  "Window",
 ]

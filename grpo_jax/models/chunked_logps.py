@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from grpo_jax.models.logprobs import predicting_hidden, scored_window
+from grpo_jax.models.logprobs import Window, predicting_hidden, scored_window
 
 
 def hidden_and_unembedding(
@@ -32,54 +32,63 @@ def hidden_and_unembedding(
   return h_BxTxD, model.lm_head.kernel[...].T, model.lm_head.dtype
 
 
-def chunked_token_logps(
-  graphdef: nnx.GraphDef,
-  params: dict,
-  tokens_BxL: jax.Array,
-  mask_BxL: jax.Array,
-  temperature: float = 1.0,
-  with_entropy: bool = False,
-  vocab_chunk: int = 8192,
-  start: int = 0,
-  share: int = 1,
-):
-  """``token_logps`` computed ``vocab_chunk`` vocabulary entries at a time (see module doc);
-  ``start`` and ``share`` as there (only positions start … L−1 are unembedded and returned)."""
-  first, targets_BxL1, place = scored_window(tokens_BxL, mask_BxL, start, share)
-  h_BxLxD, w_VxD, dtype = hidden_and_unembedding(
-    graphdef, params, tokens_BxL, mask_BxL, first, share
-  )
-  V, D = w_VxD.shape
-  C = min(int(vocab_chunk), V)
-  K = -(-V // C)
-  # Pad the vocabulary to K·C rows; padded columns get logit −inf (weight 0 in every sum).
-  w_KxCxD = jnp.pad(w_VxD, ((0, K * C - V), (0, 0))).reshape(K, C, D)
-  B, L1 = targets_BxL1.shape
+def chunked_token_logps(vocab_chunk: int = 8192):
+  """``token_logps`` computed ``vocab_chunk`` vocabulary entries at a time (see module doc): a
+  function with ``token_logps``'s arguments and results (only the window's positions are
+  unembedded and returned)."""
+  if vocab_chunk < 1:
+    raise ValueError(f"vocab_chunk must be >= 1, got {vocab_chunk}")
 
-  @jax.checkpoint
-  def body(carry, inputs):
-    m, s, u, picked = carry
-    w_CxD, k = inputs
-    # Operands in the compute dtype, the sums in float32 (``Transformer.logits``).
-    z = jnp.einsum(
-      "bld,cd->blc", h_BxLxD.astype(dtype), w_CxD.astype(dtype), preferred_element_type=jnp.float32
+  def logps(
+    graphdef: nnx.GraphDef,
+    params: dict,
+    tokens_BxL,
+    mask_BxL,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    window: Window | None = None,
+  ):
+    start, share = window or Window()
+    first, targets_BxL1, place = scored_window(tokens_BxL, mask_BxL, start, share)
+    h_BxLxD, w_VxD, dtype = hidden_and_unembedding(
+      graphdef, params, tokens_BxL, mask_BxL, first, share
     )
-    z = z / temperature
-    col_C = k * C + jnp.arange(C)
-    z = jnp.where(col_C < V, z, -jnp.inf)
-    m_new = jnp.maximum(m, jnp.max(z, axis=-1))
-    scale = jnp.exp(m - m_new)
-    e = jnp.exp(z - m_new[..., None])
-    s = s * scale + jnp.sum(e, axis=-1)
-    u = u * scale + jnp.sum(jnp.where(e > 0, e * z, 0.0), axis=-1)
-    hit = col_C[None, None, :] == targets_BxL1[..., None]
-    picked = picked + jnp.sum(jnp.where(hit, z, 0.0), axis=-1)
-    return (m_new, s, u, picked), None
+    V, D = w_VxD.shape
+    C = min(int(vocab_chunk), V)
+    K = -(-V // C)
+    # Pad the vocabulary to K·C rows; padded columns get logit −inf (weight 0 in every sum).
+    w_KxCxD = jnp.pad(w_VxD, ((0, K * C - V), (0, 0))).reshape(K, C, D)
+    B, L1 = targets_BxL1.shape
 
-  zeros = jnp.zeros((B, L1), jnp.float32)
-  init = (jnp.full((B, L1), -jnp.inf, jnp.float32), zeros, zeros, zeros)
-  (m, s, u, picked), _ = jax.lax.scan(body, init, (w_KxCxD, jnp.arange(K)))
-  lse_BxL1 = m + jnp.log(s)
-  if not with_entropy:
-    return place(picked - lse_BxL1)
-  return place(picked - lse_BxL1), place(lse_BxL1 - u / s)
+    @jax.checkpoint
+    def body(carry, inputs):
+      m, s, u, picked = carry
+      w_CxD, k = inputs
+      # Operands in the compute dtype, the sums in float32 (``Transformer.logits``).
+      z = jnp.einsum(
+        "bld,cd->blc",
+        h_BxLxD.astype(dtype),
+        w_CxD.astype(dtype),
+        preferred_element_type=jnp.float32,
+      )
+      z = z / temperature
+      col_C = k * C + jnp.arange(C)
+      z = jnp.where(col_C < V, z, -jnp.inf)
+      m_new = jnp.maximum(m, jnp.max(z, axis=-1))
+      scale = jnp.exp(m - m_new)
+      e = jnp.exp(z - m_new[..., None])
+      s = s * scale + jnp.sum(e, axis=-1)
+      u = u * scale + jnp.sum(jnp.where(e > 0, e * z, 0.0), axis=-1)
+      hit = col_C[None, None, :] == targets_BxL1[..., None]
+      picked = picked + jnp.sum(jnp.where(hit, z, 0.0), axis=-1)
+      return (m_new, s, u, picked), None
+
+    zeros = jnp.zeros((B, L1), jnp.float32)
+    init = (jnp.full((B, L1), -jnp.inf, jnp.float32), zeros, zeros, zeros)
+    (m, s, u, picked), _ = jax.lax.scan(body, init, (w_KxCxD, jnp.arange(K)))
+    lse_BxL1 = m + jnp.log(s)
+    if not with_entropy:
+      return place(picked - lse_BxL1)
+    return place(picked - lse_BxL1), place(lse_BxL1 - u / s)
+
+  return logps

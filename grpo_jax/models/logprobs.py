@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -41,8 +43,8 @@ def predicting_hidden(
 
 
 def scored_window(tokens_BxL: jax.Array, mask_BxL: jax.Array, start: int, share: int = 1):
-  """The positions start … L−1 that a ``token_logps(..., start=)`` result covers (and the checks
-  of ``start`` and ``share``).
+  """The positions start … L−1 that a ``token_logps(..., Window(start))`` result covers (and
+  the checks of ``start`` and ``share``).
 
   Returns ``first`` = max(start, 1), the first position with a prediction to score (hidden
   states first−1 … L−2 predict it and the rest); targets_BxT = tokens[:, first:]; and ``place``,
@@ -63,6 +65,15 @@ def scored_window(tokens_BxL: jax.Array, mask_BxL: jax.Array, start: int, share:
   return first, tokens_BxL[:, first:].astype(jnp.int32), place
 
 
+class Window(NamedTuple):
+  """The positions a log-prob call scores: ``start`` … L−1 (``start`` 0: every position, 0 at
+  position 0), over rows that come in aligned runs of ``share`` with one prompt in slots
+  [0, start), computed once per run (``share`` > 1 needs ``start`` > 0)."""
+
+  start: int = 0
+  share: int = 1
+
+
 def token_logps(
   graphdef: nnx.GraphDef,
   params: dict,
@@ -70,20 +81,20 @@ def token_logps(
   mask_BxL: jax.Array,
   temperature: float = 1.0,
   with_entropy: bool = False,
-  start: int = 0,
-  share: int = 1,
+  window: Window | None = None,
 ):
   """logps_BxL[:, t] = log softmax(logits[:, t−1] / τ)[tokens[:, t]] for t ≥ 1; 0 at t = 0.
 
   Float32 throughout. Positions with ``mask_BxL == 0`` are set to 0 (they are padding). With
   ``with_entropy`` also returns entropy_BxL[:, t] = −Σ_v p_v log p_v of the same tempered
   distribution (the one that predicted token t), 0 at t = 0 and at padding.
-  ``start`` > 0 returns only positions start … L−1 (B×(L−start): a completion after a prompt of
-  ``start`` slots) and unembeds only the positions that predict them — the prompt's V-wide
-  logits and log-softmax are never computed (nor differentiated). ``share`` > 1 (with
-  ``start`` > 0): rows come in aligned runs of ``share`` that repeat one prompt in slots
+  ``window.start`` > 0 returns only positions start … L−1 (B×(L−start): a completion after a
+  prompt of ``start`` slots) and unembeds only the positions that predict them — the prompt's
+  V-wide logits and log-softmax are never computed (nor differentiated). ``window.share`` > 1
+  (with ``start`` > 0): rows come in aligned runs of ``share`` that repeat one prompt in slots
   [0, start), computed once per run (``predicting_hidden``).
   """
+  start, share = window or Window()
   if isinstance(temperature, (int, float)) and temperature <= 0:
     raise ValueError(f"token_logps needs temperature > 0, got {temperature}")
   first, targets_BxT, place = scored_window(tokens_BxL, mask_BxL, start, share)  # checks first

@@ -171,19 +171,17 @@ BYTE_KEYS = (
 )
 
 
-def format_plan(name: str, mesh_shape, result: dict, hw: Hardware) -> str:
+TABLE_COLUMNS = (
+  "model", "hardware", "data×fsdp×tensor", "params", "optimizer", "grads", "reference",
+  "sampler copy", "KV cache", "activations", "peak (GiB/device)", "fits", "update s",
+  "sample s", "step s",
+)  # fmt: skip
+
+
+def plan_cells(name: str, mesh_shape, result: dict, hw: Hardware) -> list[str]:
+  """One plan's row of a :data:`TABLE_COLUMNS` table (``rundir.tables.markdown``)."""
   gib = lambda v: f"{v / 2**30:7.1f}"
-  cells = " | ".join(gib(result[k]) for k in BYTE_KEYS)
-  fits = "yes" if result["fits"] else "no"
   mesh = "×".join(map(str, mesh_shape))
-  return (
-    f"| {name} | {hw.name} | {mesh} | {cells} | {fits} | {result['update_s']:.0f} | "
-    f"{result['sample_s']:.0f} | {result['step_s']:.0f} |"
-  )
-
-
-TABLE_HEADER = (
-  "| model | hardware | data×fsdp×tensor | params | optimizer | grads | reference | "
-  "sampler copy | KV cache | activations | peak (GiB/device) | fits | update s | sample s | "
-  "step s |\n|" + "---|" * 15
-)
+  times = [f"{result[k]:.0f}" for k in ("update_s", "sample_s", "step_s")]
+  fits = "yes" if result["fits"] else "no"
+  return [name, hw.name, mesh, *(gib(result[k]) for k in BYTE_KEYS), fits, *times]

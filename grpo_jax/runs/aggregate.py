@@ -26,6 +26,7 @@ from etils import epath
 
 from grpo_jax.config import files as config_file
 from grpo_jax.eval import benchmarks as bench_lib
+from grpo_jax.rundir import tables
 from grpo_jax.rundir.names import ERROR, RESULTS, RUN_INFO, SWEEP_INFO
 
 SEED = "seed"
@@ -238,17 +239,8 @@ def to_csv(rows: list[dict], path=None) -> str:
   return buf.getvalue()
 
 
-def _fmt(v) -> str:
-  if isinstance(v, float):
-    return "–" if math.isnan(v) else f"{v:.3f}"
-  return str(v)
-
-
 def _cell(row: dict, m: str) -> str:
-  v, lo, hi = row.get(m, math.nan), row.get(m + "_lo", math.nan), row.get(m + "_hi", math.nan)
-  if isinstance(lo, float) and math.isfinite(lo):
-    return f"{_fmt(v)} [{_fmt(lo)}, {_fmt(hi)}]"
-  return _fmt(v)
+  return tables.interval(row.get(m, math.nan), row.get(m + "_lo"), row.get(m + "_hi"))
 
 
 def held_out_metrics(rows: list[dict]) -> list[str]:
@@ -269,12 +261,8 @@ def held_out_table(rows: list[dict]) -> str:
 def to_markdown(rows: list[dict], metrics=MD_METRICS, keys=None, extra=()) -> str:
   """A Markdown table: override columns, ``extra`` columns, then ``value [lo, hi]`` cells."""
   keys = override_keys(rows) if keys is None else list(keys)
-  cols = [*keys, *extra, *metrics]
-  lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-  for r in rows:
-    cells = [str(r.get(k, "")) for k in (*keys, *extra)] + [_cell(r, m) for m in metrics]
-    lines.append("| " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  cells = lambda r: [str(r.get(k, "")) for k in (*keys, *extra)] + [_cell(r, m) for m in metrics]
+  return tables.markdown([*keys, *extra, *metrics], map(cells, rows))
 
 
 __all__ = [

@@ -29,6 +29,7 @@ import pathlib
 import sys
 
 from grpo_jax.config import files as config_file
+from grpo_jax.rundir import tables
 
 
 def parse_args(argv: list[str]):
@@ -178,19 +179,13 @@ def results_table(results: dict) -> str:
     for k in results.get("before", results.get("after", {}))
     if k.startswith("pass@") and not k.endswith("_ci")
   ]
-  lines = [
-    f"held-out problems: {results['num_eval_problems']}",
-    "| policy | " + " | ".join(ks) + " |",
-    "|---|" + "---|" * len(ks),
+  rows = [
+    [f"{name} RL"] + [tables.interval(r[k], *r.get(k + "_ci", ())) for k in ks]
+    for name in ("before", "after")
+    if (r := results.get(name)) is not None
   ]
-  for name in ("before", "after"):
-    if name in results:
-      cells = []
-      for k in ks:
-        lo, hi = results[name].get(k + "_ci", (float("nan"), float("nan")))
-        cells.append(f"{results[name][k]:.3f} [{lo:.3f}, {hi:.3f}]")
-      lines.append(f"| {name} RL | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  table = tables.markdown(["policy", *ks], rows)
+  return f"held-out problems: {results['num_eval_problems']}\n{table}"
 
 
 def _config_error(e: Exception) -> int:
@@ -214,25 +209,23 @@ def _ray_sweep(args, overrides, bundle: dict, script: str) -> int:
   """``--sweep --launcher=ray``: every member on the Ray cluster (grpo_jax.runs.ray_sweep)."""
   import ray
 
-  from grpo_jax.runs.ray_sweep import RaySweep
+  from grpo_jax.runs.ray_sweep import Gang, RaySweep
 
   if args.ray_address:
     ray.init(address=args.ray_address, log_to_driver=False)
   else:  # a new cluster of this machine alone, on its loopback address
     ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
   try:
-    entries = RaySweep(
-      args.config,
-      args.workdir,
-      overrides,
+    gang = Gang(
       processes=args.ray_processes,
       bundle=bundle,
       strategy=args.ray_strategy,
       max_concurrent=args.ray_max_concurrent,
       max_retries=args.ray_retries,
-      allow_config_change=args.allow_config_change,
       script=os.path.abspath(args.ray_script or script),
-    ).run()
+    )
+    sweep_ = RaySweep(args.config, args.workdir, overrides, gang, print, args.allow_config_change)
+    entries = sweep_.run()
   finally:
     ray.shutdown()
   print("\n".join(f"{e['status']:>8}  {e['name']}" for e in entries))
@@ -248,14 +241,8 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
 
     try:
       if args.pod:
-        commands = sweep.pod_commands(
-          args.config,
-          args.workdir,
-          overrides,
-          tpu_name=args.tpu_name,
-          zone=args.tpu_zone,
-          repo_dir=args.repo_dir,
-        )
+        pod = sweep.Pod(args.tpu_name, args.tpu_zone, args.repo_dir)
+        commands = sweep.pod_commands(args.config, args.workdir, overrides, pod)
         print(sweep.format_pod_commands(commands))
         return 0
       if args.dry_run:

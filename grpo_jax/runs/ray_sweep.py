@@ -20,6 +20,7 @@ its logs) and the sweep goes on, and ``<root>/sweep.json`` lists every member's 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import os
 import signal
@@ -109,37 +110,46 @@ def process_argv(base: list[str], rank: int, count: int, coordinator: str) -> li
   ]
 
 
+@dataclasses.dataclass(frozen=True)
+class Gang:
+  """How each member runs: ``processes`` launcher processes, one per Ray ``bundle`` (default
+  one CPU), placed together with ``strategy``; at most ``max_concurrent`` members at once (0: as
+  many as the cluster fits); a failed gang restarted up to ``max_retries`` times. Each process
+  runs ``python script`` in ``cwd`` with ``env`` added to its environment."""
+
+  processes: int = 1
+  bundle: dict | None = None
+  strategy: str = "PACK"
+  max_concurrent: int = 0
+  max_retries: int = 2
+  env: dict | None = None
+  cwd: str = REPO
+  python: str = sys.executable
+  script: str = os.path.join(REPO, "experiments", "launch.py")
+
+
 class RaySweep:
   """Runs a sweep's members on the Ray cluster ``ray`` is connected to; see the module doc."""
 
   def __init__(
-    self,
-    spec: str,
-    root,
-    overrides=(),
-    processes: int = 1,
-    bundle: dict | None = None,
-    strategy: str = "PACK",
-    max_concurrent: int = 0,
-    max_retries: int = 2,
-    env: dict | None = None,
-    cwd: str = REPO,
-    python: str = sys.executable,
-    script: str = os.path.join(REPO, "experiments", "launch.py"),
-    log=print,
+    self, spec: str, root, overrides=(), gang: Gang | None = None, log=print,
     allow_config_change: bool = False,
-  ):
+  ):  # fmt: skip
     import ray
+
+    gang = gang or Gang()
+    processes, max_retries = gang.processes, gang.max_retries
 
     if processes < 1:
       raise ValueError(f"processes per member must be >= 1, got {processes}")
     if max_retries < 0:
       raise ValueError(f"max_retries must be >= 0, got {max_retries}")
     self.spec, self.root, self.overrides = spec, epath.Path(root), list(overrides)
-    self.processes, self.bundle = processes, dict(bundle or {"CPU": 1})
-    self.strategy, self.max_retries = strategy, max_retries
-    self.max_concurrent = max_concurrent
-    self.env, self.cwd, self.python, self.script = dict(env or {}), cwd, python, script
+    self.processes, self.bundle = processes, dict(gang.bundle or {"CPU": 1})
+    self.strategy, self.max_retries = gang.strategy, max_retries
+    self.max_concurrent = gang.max_concurrent
+    self.env, self.cwd = dict(gang.env or {}), gang.cwd
+    self.python, self.script = gang.python, gang.script
     self.log, self.allow_config_change = log, allow_config_change
     self._actor_cls = ray.remote(num_cpus=0, max_concurrency=2)(MemberProcess)
     self._lock = threading.Lock()
@@ -275,4 +285,4 @@ def _tail(path: str) -> str:
     return f.read().decode(errors="replace")
 
 
-__all__ = ["MemberProcess", "RaySweep", "local_log_dir", "process_argv"]
+__all__ = ["Gang", "MemberProcess", "RaySweep", "local_log_dir", "process_argv"]

@@ -38,29 +38,7 @@ class Comparison:
   sign: int
 
 
-P8, P1 = "after/pass@8", "after/pass@1"
-# The design's family of six primary comparisons (Holm over all six). H2'' (the sign-keeping
-# magnitude scramble against the real offsets) took H2''s place on 2026-12-03, before any run
-# of its condition (docs/study_design.md, "Changes to the plan").
-PRIMARY = (
-  Comparison("H1a", "alpha=-0.5", "anchor", P8, +1),
-  Comparison("H1b", "alpha=-0.5", "alpha=+0.5", P8, +1),
-  Comparison("H2a", "shuffle", "alpha=-0.5", P8, -1),
-  Comparison("H2b", "shuffle", "anchor", P8, -1),
-  Comparison("H2''", "scramble", "alpha=-0.5", P8, -1),
-  Comparison("H3", "grpo+hadw", "grpo", P1, +1),
-)
-# Withdrawn from the family, reported unadjusted: H2' (shuffle − matched noise) has expected
-# Δ 0 whatever the offsets do, since at equal subgroup sizes the noise has the shuffle's mean
-# and covariance.
-WITHDRAWN = (Comparison("H2'", "shuffle", "noise", P8, -1),)
-# hypothesis → (its comparisons, the ones that must be significant for "supported").
-HYPOTHESES = {
-  "H1": (("H1a", "H1b"), ("H1a",)),
-  "H2": (("H2a", "H2b"), ("H2a",)),
-  "H2''": (("H2''",), ("H2''",)),
-  "H3": (("H3",), ("H3",)),
-}
+P1 = "after/pass@1"
 
 
 def collect(roots, conditions: dict[str, dict], last_k: int = 10, absent=None) -> list[dict]:
@@ -110,7 +88,7 @@ def paired(rows: list[dict], a: str, b: str, metric: str) -> dict:
   return out
 
 
-def primary_tests(rows: list[dict], comparisons=PRIMARY, family_alpha: float = 0.05) -> list[dict]:
+def primary_tests(rows: list[dict], comparisons, family_alpha: float = 0.05) -> list[dict]:
   """One dict per comparison: its fields, the paired test, ``p_holm`` (Holm over all the given
   comparisons: an untestable one, p NaN, stays in the family at p = 1, so the family is always
   m = len(comparisons)) and ``mde``: the smallest Δ these seeds detect with 80% power at Holm's
@@ -126,13 +104,24 @@ def primary_tests(rows: list[dict], comparisons=PRIMARY, family_alpha: float = 0
   return tests
 
 
+def family(module) -> tuple[tuple[Comparison, ...], dict, tuple[Comparison, ...]]:
+  """(primary comparisons, hypotheses, withdrawn comparisons) a study config declares: its
+  ``PRIMARY`` and ``HYPOTHESES`` (required) and ``WITHDRAWN`` (optional), comparisons as
+  :class:`Comparison` fields. A config without them is a ValueError naming what it lacks."""
+  missing = [n for n in ("PRIMARY", "HYPOTHESES", "STRATA_PAIR") if not hasattr(module, n)]
+  if missing:
+    raise ValueError(f"study config {module.__name__} lacks {missing}: a study names its family")
+  as_comparison = lambda c: c if isinstance(c, Comparison) else Comparison(*c)
+  primary = tuple(map(as_comparison, module.PRIMARY))
+  withdrawn = tuple(map(as_comparison, getattr(module, "WITHDRAWN", ())))
+  return primary, dict(module.HYPOTHESES), withdrawn
+
+
 def _significant(test: dict, sign: int, level: float = 0.05) -> bool:
   return test["p_holm"] < level and np.sign(test["mean"]) == sign
 
 
-def verdict(
-  tests: list[dict], hypothesis: str, extra_ok: bool = True, hypotheses=HYPOTHESES
-) -> str:
+def verdict(tests: list[dict], hypothesis: str, hypotheses: dict, extra_ok: bool = True) -> str:
   """The design's verdict for ``hypothesis`` from :func:`primary_tests`. ``extra_ok``: the
   hypothesis's secondary condition (H3: the gain larger in the hard strata than the easy one).
   ``hypotheses``: name → (its comparison ids, those that must be significant)."""
@@ -260,11 +249,10 @@ def curve_record(rows: list[dict], metrics, prior: dict | None = None) -> dict[s
 
 
 __all__ = [
-  "PRIMARY",
-  "WITHDRAWN",
   "Comparison",
   "bias_verdict",
   "collect",
+  "family",
   "curve_record",
   "curves",
   "hard_gain_larger",

@@ -255,7 +255,6 @@ def run_local(
   overrides=(),
   train_fn=None,
   log=print,
-  only=None,
   compile_cache=True,
   allow_config_change=False,
 ) -> list[dict]:
@@ -263,12 +262,11 @@ def run_local(
   (status skipped | done | failed) and writes them to ``<root>/sweep.json``.
 
   Every run's config is loaded first (:func:`validate`): a bad one stops the sweep before any
-  directory is made. ``only``: a substring; runs whose name lacks it are left alone.
-  ``compile_cache``: keep compiled programs in ``<root>/.jax_cache``
+  directory is made. ``compile_cache``: keep compiled programs in ``<root>/.jax_cache``
   (see :func:`enable_compile_cache`). ``allow_config_change``: see :func:`run_one`. At the end
   it logs the runs' held-out results side by side (:func:`summary_table`)."""
   root = epath.Path(root)
-  runs = [r for r in expand(spec) if only is None or only in r.name]
+  runs = expand(spec)
   validate(spec, runs, overrides)
   root.mkdir(parents=True, exist_ok=True)
   if compile_cache:
@@ -301,7 +299,7 @@ def plan(spec: str, root, overrides=(), only=None, num_devices: int | None = Non
   (``grpo_jax.planning.dry_run``); nothing is trained, allocated or written."""
   from grpo_jax.planning import dry_run  # noqa: PLC0415
 
-  runs = [r for r in expand(spec) if only is None or only in r.name]
+  runs = expand(spec)
   configs = validate(spec, runs, overrides)
   blocks = []
   for i, run in enumerate(runs):
@@ -346,15 +344,19 @@ def member_argv(spec: str, run_dir, run: SweepRun, overrides=(), python: str = "
   ]
 
 
+@dataclasses.dataclass(frozen=True)
+class Pod:
+  """The TPU slice a pod sweep runs on: its name and zone (shell variables by default), the
+  checkout on each VM, and the Python there."""
+
+  tpu_name: str = "$TPU_NAME"
+  zone: str = "$ZONE"
+  repo_dir: str = "grpo_jax"
+  python: str = "python"
+
+
 def pod_commands(
-  spec: str,
-  root,
-  overrides=(),
-  tpu_name: str = "$TPU_NAME",
-  zone: str = "$ZONE",
-  repo_dir: str = "grpo_jax",
-  python: str = "python",
-  skip_done: bool = True,
+  spec: str, root, overrides=(), pod: Pod | None = None, skip_done: bool = True
 ) -> list[PodCommand]:
   """Per sweep member (a config without ``sweep`` is one member, ``default``), one
   ``gcloud compute tpus tpu-vm ssh --worker=all`` line: every host of the slice ``cd``s into
@@ -363,6 +365,8 @@ def pod_commands(
   a directory every host sees at the same path. Finished members (``results.json`` visible
   here) are left out when ``skip_done``. Every member's config is loaded first
   (:func:`validate`), so a bad override fails here, not on the pod."""
+  pod = pod or Pod()
+  tpu_name, zone, repo_dir, python = pod.tpu_name, pod.zone, pod.repo_dir, pod.python
   runs = expand(spec)
   validate(spec, runs, overrides)
   out = []
@@ -394,6 +398,7 @@ def format_pod_commands(commands: list[PodCommand]) -> str:
 
 
 __all__ = [
+  "Pod",
   "PodCommand",
   "SweepRun",
   "enable_compile_cache",

@@ -6,10 +6,11 @@ from grpo_jax.sampling.kv_cache import KVCache, decode_step, prefill
 from grpo_jax.sampling.next_token import categorical, inverse_cdf, row_uniforms, sample_next_token
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.sampler import sample
-from grpo_jax.sampling.steps import SampleOutput
+from grpo_jax.sampling.steps import Decode, SampleOutput
 
 __all__ = [
   "categorical",
+  "Decode",
   "KVCache",
   "Policy",
   "SampleOutput",

@@ -75,31 +75,12 @@ def _prefill_runs(model, prompt_NxP, prompt_mask_NxP, share: int):
   return repeat_runs(model.logits(h_UxPxD[:, -1]), share), decode_layout(kvs)
 
 
-@functools.partial(
-  jax.jit,
-  static_argnames=(
-    "graphdef", "max_new_tokens", "eos_id", "pad_id", "temperature", "top_k", "top_p",
-    "num_slots", "blocks", "prompt_share", "first_bucket",
-  ),
-)  # fmt: skip
-def _continuous_jit(
-  params,
-  prompt_NxP,
-  prompt_mask_NxP,
-  rng,
-  *,
-  graphdef,
-  max_new_tokens,
-  eos_id,
-  pad_id,
-  temperature,
-  top_k,
-  top_p,
-  num_slots,
-  blocks,
-  prompt_share,
-  first_bucket,
-) -> SampleOutput:
+@functools.partial(jax.jit, static_argnames=("graphdef", "decode"))
+def _continuous_jit(params, prompt_NxP, prompt_mask_NxP, rng, *, graphdef, decode) -> SampleOutput:
+  d = decode
+  eos_id, pad_id, temperature, top_k, top_p = d.eos_id, d.pad_id, d.temperature, d.top_k, d.top_p
+  max_new_tokens, num_slots, blocks = d.max_new_tokens, d.decode_slots, d.row_blocks
+  prompt_share, first_bucket = d.prompt_share, d.first_bucket
   model = nnx.merge(graphdef, params)
   (N, P), T, K, share = prompt_NxP.shape, max_new_tokens, blocks, prompt_share
   R, S = N // K, num_slots // K

@@ -34,21 +34,10 @@ def generate(
   N, devices = batch["p"].shape[0], shard_lib.batch_size_multiple(mesh)  # all processes' rows
   blocks = devices if N % devices == 0 else 1  # the device-local runs
   # Under the mesh: the model's activation and KV-cache layout constraints apply.
+  share = group_run(group_size, N, 1, blocks)
+  decode = settings.decode(task.stop_ids, task.pad_id, prompt_share=share, row_blocks=blocks)
   out = shard_lib.under_mesh(sample, mesh)(
-    policy.graphdef,
-    policy.params,
-    batch["p"],
-    batch["m"],
-    rng,
-    max_new_tokens=settings.max_new_tokens,
-    eos_id=tuple(task.stop_ids),
-    pad_id=task.pad_id,
-    temperature=settings.temperature,
-    top_k=settings.top_k,
-    top_p=settings.top_p,
-    prompt_share=group_run(group_size, N, 1, blocks),
-    decode_slots=settings.decode_slots,
-    row_blocks=blocks,
+    policy.graphdef, policy.params, batch["p"], batch["m"], rng, decode
   )
   out = shard_lib.local_rows(out, mesh)  # this process's rows (all rows with one process)
   tokens_NxT = np.asarray(out.tokens_NxT)

@@ -6,6 +6,8 @@ import dataclasses
 
 import jax
 
+from grpo_jax.sampling.steps import Decode
+
 
 @dataclasses.dataclass(frozen=True)
 class SampleSettings:
@@ -22,6 +24,20 @@ class SampleSettings:
   def from_config(cls, sampling_cfg) -> SampleSettings:
     s = sampling_cfg
     return cls(s.max_new_tokens, s.temperature, s.top_k, s.top_p, s.decode_slots)
+
+  def decode(self, stop_ids, pad_id: int, prompt_share: int = 1, row_blocks: int = 1) -> Decode:
+    """The sampler program's static settings for a task's ``stop_ids`` and ``pad_id``."""
+    return Decode(
+      self.max_new_tokens,
+      stop_ids,
+      pad_id,
+      self.temperature,
+      self.top_k,
+      self.top_p,
+      prompt_share=prompt_share,
+      decode_slots=self.decode_slots,
+      row_blocks=row_blocks,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -110,7 +110,7 @@ def draw_rows(
   ``policy.settings.max_new_tokens`` new tokens, stopping on ``stop_ids``); host arrays back
   (rows padded to a multiple of the batch devices by repeating the last row, then trimmed).
   ``prompt_share``: the rows come in aligned runs of that many identical contexts, each
-  prefilled once per device-local run (``sample(..., prompt_share=)``).
+  prefilled once per device-local run (``Decode.prompt_share``).
 
   Multi-host: the rows are this process's (``distributed.problem_share``), padded to a multiple
   of its own devices, and so are the rows returned."""
@@ -120,26 +120,14 @@ def draw_rows(
   pad_rows = lambda x: np.concatenate([x, np.repeat(x[-1:], extra, 0)]) if extra else x
   batch = shard_lib.shard_batch({"p": pad_rows(tokens_NxC), "m": pad_rows(mask_NxC)}, mesh)
   num_rows = batch["p"].shape[0]  # every process's rows
-  out = shard_lib.local_rows(
-    shard_lib.under_mesh(sample, mesh)(  # layout constraints apply (as in ``generate``)
-      policy.graphdef,
-      policy.params,
-      batch["p"],
-      batch["m"],
-      rng,
-      max_new_tokens=settings.max_new_tokens,
-      eos_id=stop_ids,
-      pad_id=pad_id,
-      temperature=settings.temperature,
-      top_k=settings.top_k,
-      top_p=settings.top_p,
-      # The padding rows copy the last row, so they extend its run.
-      prompt_share=group_run(prompt_share, num_rows, 1, devices),
-      decode_slots=settings.decode_slots,
-      row_blocks=devices,
-    ),
-    mesh,
+  # The padding rows copy the last row, so they extend its run.
+  share = group_run(prompt_share, num_rows, 1, devices)
+  decode = settings.decode(stop_ids, pad_id, prompt_share=share, row_blocks=devices)
+  # Under the mesh: layout constraints apply (as in ``generate``).
+  sampled = shard_lib.under_mesh(sample, mesh)(
+    policy.graphdef, policy.params, batch["p"], batch["m"], rng, decode
   )
+  out = shard_lib.local_rows(sampled, mesh)
   return {
     "tokens_NxT": np.asarray(out.tokens_NxT)[:n],
     "mask_NxT": np.asarray(out.mask_NxT, np.int32)[:n],

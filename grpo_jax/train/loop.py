@@ -337,7 +337,8 @@ def train(
       k = cfg.data.reprofile_every
       if k and (step + 1) % k == 0 and step + 1 < cfg.steps:  # the band follows the policy
         params_now = shard_lib.reshard(state["params"], s.sample_shardings)
-        band = profile.reprofile(cfg, task, mesh, graphdef, params_now, workdir, step + 1, log)
+        profiler = profile.Profiler(cfg, task, mesh, graphdef)
+        band = profile.reprofile(profiler, params_now, workdir, step + 1, log)
         write_json(workdir / pass_rates.PROFILE_DIR / f"band_step{step + 1}.json", band)
   finally:
     watch.close()

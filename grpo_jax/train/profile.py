@@ -125,13 +125,13 @@ def apply_band(cfg, task, source: epath.Path, log=print) -> dict:
   return {"source": str(source), "band": list(band), "counts": counts}
 
 
-def reprofile(cfg, task, mesh, graphdef, params, workdir, step: int, log=print) -> dict:
+def reprofile(profiler: Profiler, params, workdir, step: int, log=print) -> dict:
   """The loop's curriculum step: profiles the pool under ``params`` and moves the band."""
   out = profile_path(workdir, step)
-  rows = Profiler(cfg, task, mesh, graphdef).run(params, out, step)
+  rows = profiler.run(params, out, step)
   p = np.array([r["pass_rate"] for r in rows])
   log(f"re-profile at step {step}: mean pass rate {p.mean():.3f}")
-  return apply_band(cfg, task, out, log)
+  return apply_band(profiler.cfg, profiler.task, out, log)
 
 
 __all__ = ["Profiler", "apply_band", "band_source", "pool", "profile_path", "reprofile"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpo_jax.rundir import tables
+
 
 def step_samples(batch, task, count: int) -> list[dict]:
   """Records of ``count`` real rows of a step's ``RolloutBatch`` (its ``problems_N`` and
@@ -46,9 +48,8 @@ def as_markdown(records: list[dict]) -> str:
     str(r["subgroup"]),
   ]
   escape = lambda s: s.replace("|", "\\|").replace("\n", "<br>")
-  rows = ["| prompt | completion | answer | reward | subgroup |", "|---|---|---|---|---|"]
-  rows += ["| " + " | ".join(escape(c) for c in cells(r)) + " |" for r in records]
-  return "\n".join(rows)
+  header = ["prompt", "completion", "answer", "reward", "subgroup"]
+  return tables.markdown(header, ([escape(c) for c in cells(r)] for r in records))
 
 
 __all__ = ["as_markdown", "step_samples"]

@@ -28,8 +28,6 @@ L are then the cut widths, and ``completion_len`` the sampled T.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -166,20 +164,16 @@ def make_update_fn(
 
   def completion_logps(params, rows, share, with_entropy=False):
     # model.logps_vocab_chunk > 0: online logsumexp over vocabulary chunks, no N×L×V logits.
-    logps_fn = (
-      functools.partial(chunked_token_logps, vocab_chunk=vocab_chunk)
-      if vocab_chunk > 0
-      else models.token_logps
-    )
+    logps_fn = chunked_token_logps(vocab_chunk) if vocab_chunk > 0 else models.token_logps
     return logps_fn(
       graphdef,
       params,
       rows["tokens_NxL"],
       rows["input_mask_NxL"],
       temperature,
-      with_entropy=with_entropy,
-      start=prompt_len,  # the prompt's positions are never unembedded
-      share=share,  # rows per prompt pass (``prompt_share``)
+      with_entropy,
+      # The prompt's positions are never unembedded; ``share`` rows per prompt pass.
+      models.Window(prompt_len, share),
     )
 
   def loss_fn(params, rows, denoms, share):
@@ -200,8 +194,7 @@ def make_update_fn(
       rows["mask_NxT"],
       cfg.loss,
       denoms,
-      ref_logps_NxT=rows.get("ref_logps_NxT"),
-      entropy_NxT=entropy_NxT,
+      loss_lib.Terms(rows.get("ref_logps_NxT"), entropy_NxT),
     )
     return loss, (aux, jax.lax.stop_gradient(logps_NxT))
 
@@ -234,10 +227,9 @@ def make_update_fn(
       cfg,
       state["anchor"],
       keys["advantage"],
-      # HA-DW's y_t over every sampled response (raw accuracy, METHODS §3).
-      batch_acc=jnp.mean(batch["step_accuracy_N"]),
-      # HA-DW's p̂_g from the raw accuracy, before DAPO's reward shaping (METHODS §3).
-      accuracy_N=batch["accuracy_N"],
+      # HA-DW's p̂_g from the raw accuracy, before DAPO's reward shaping, and y_t over every
+      # sampled response (METHODS §3).
+      adv_lib.Accuracy(batch["accuracy_N"], jnp.mean(batch["step_accuracy_N"])),
     )
     mask_NxT = batch["completion_mask_NxT"]
     mask_NxT = mask_NxT * batch["loss_mask_N"][:, None].astype(mask_NxT.dtype)

@@ -35,12 +35,12 @@ VALID_STREAM_START = 2_000_000
 
 def make_sft_step(graphdef, optimizer, mesh, prompt_len: int = 0):
   """``prompt_len``: the rows' first ``prompt_len`` slots are the prompt (never supervised),
-  whose vocabulary-wide logits are then not computed (``token_logps(start=)``)."""
+  whose vocabulary-wide logits are then not computed (``token_logps``'s window)."""
 
   def step(params, opt_state, batch):
     def loss_fn(p):
       logps_BxT = models.token_logps(
-        graphdef, p, batch["tokens_BxL"], batch["input_mask_BxL"], start=prompt_len
+        graphdef, p, batch["tokens_BxL"], batch["input_mask_BxL"], window=models.Window(prompt_len)
       )
       mask_BxT = batch["loss_mask_BxL"][:, prompt_len:].astype(jnp.float32)
       return -jnp.sum(logps_BxT * mask_BxT) / jnp.maximum(jnp.sum(mask_BxT), 1.0)

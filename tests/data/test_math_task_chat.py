@@ -2,21 +2,16 @@
 checkpoint's end tokens, chat-format warm-start rows, and preview stop strings."""
 
 import json
-import pathlib
-import sys
 
 import numpy as np
 import pytest
+import real_model
 
-sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
-
-import real_model  # noqa: E402
-
-from grpo_jax import config as config_lib  # noqa: E402
-from grpo_jax import models  # noqa: E402
-from grpo_jax.data import hf_tokenizer  # noqa: E402
-from grpo_jax.data.math.task import MathTask  # noqa: E402
-from grpo_jax.strategy import previews as two_stage  # noqa: E402
+from grpo_jax import config as config_lib
+from grpo_jax import models
+from grpo_jax.data import hf_tokenizer
+from grpo_jax.data.math.task import MathTask
+from grpo_jax.strategy import previews as two_stage
 
 ROWS = [
   {

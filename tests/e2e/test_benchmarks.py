@@ -257,7 +257,6 @@ def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
 @pytest.fixture(scope="module")
 def two_layer_dir():
   """SmolLM2-135M-Instruct cut to 2 layers: its tokenizer, chat template and shapes."""
-  sys.path.insert(0, str(ROOT / "tests"))
   import real_model  # noqa: PLC0415
 
   return str(real_model.truncated_dir(2))

@@ -151,7 +151,7 @@ def test_exported_policy_generates_the_same_greedy_tokens(runs):
   from transformers import AutoModelForCausalLM, AutoTokenizer
 
   from grpo_jax import models
-  from grpo_jax.sampling import sample
+  from grpo_jax.sampling import Decode, sample
 
   out = runs[0] / "export"
   assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 2
@@ -178,10 +178,7 @@ def test_exported_policy_generates_the_same_greedy_tokens(runs):
     np.array([ids], np.int32),
     np.ones((1, len(ids)), np.int32),
     jax.random.PRNGKey(0),
-    max_new_tokens=16,
-    eos_id=-1,
-    pad_id=0,
-    temperature=0.0,
+    Decode(max_new_tokens=16, eos_id=-1, pad_id=0, temperature=0.0),
   )
   got = np.asarray(got.tokens_NxT)[0].tolist()
   # Same logits on transformers' greedy sequence, and the same first 8 greedy tokens.

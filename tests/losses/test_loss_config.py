@@ -35,7 +35,7 @@ def run(cfg, inputs=None):
   """(loss, d loss / d logps) with KL and entropy inputs always given."""
   logp, old, adv, mask, ref, ent = make_inputs() if inputs is None else inputs
   denoms = losses.denominators(mask, cfg)
-  f = lambda lp: losses.policy_loss(lp, old, adv, mask, cfg, denoms, ref, ent)[0]
+  f = lambda lp: losses.policy_loss(lp, old, adv, mask, cfg, denoms, losses.Terms(ref, ent))[0]
   loss, grad = jax.value_and_grad(f)(logp)
   return float(loss), np.asarray(grad)
 

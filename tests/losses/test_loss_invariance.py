@@ -41,7 +41,7 @@ def loss_and_grads(inputs, cfg, denoms):
   logp, old, adv, mask, ref, ent = inputs
 
   def f(lp, en):
-    return losses.policy_loss(lp, old, adv, mask, cfg, denoms, ref, en)
+    return losses.policy_loss(lp, old, adv, mask, cfg, denoms, losses.Terms(ref, en))
 
   (loss, aux), grads = jax.value_and_grad(f, argnums=(0, 1), has_aux=True)(logp, ent)
   return loss, aux, grads

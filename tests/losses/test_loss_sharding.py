@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent(
     cfg = base_config().loss
     cfg.kind, cfg.aggregation, cfg.dual_clip, cfg.kl_coef = kind, agg, 3.0, 0.05
     denoms = losses.denominators(mask, cfg)
-    f = lambda lp, o, a, m, r: losses.policy_loss(lp, o, a, m, cfg, denoms, r)[0]
+    f = lambda lp, o, a, m, r: losses.policy_loss(lp, o, a, m, cfg, denoms, losses.Terms(r))[0]
     loss, grad = jax.value_and_grad(f)(logp, old, adv, mask, ref)
 
     def per_device(lp, o, a, m, r):

@@ -140,8 +140,7 @@ def jax_loss(inputs, cfg, with_terms=True):
     jnp.asarray(mask),
     cfg,
     denoms,
-    jnp.asarray(ref) if with_terms else None,
-    jnp.asarray(ent) if with_terms else None,
+    losses.Terms(jnp.asarray(ref), jnp.asarray(ent)) if with_terms else losses.Terms(),
   )
 
 
@@ -203,7 +202,7 @@ def test_gradient_matches_finite_differences(kind, agg):
     denoms = losses.denominators(jnp.asarray(mask), cfg)
 
     def f(lp, en):
-      return losses.policy_loss(lp, old, adv, mask, cfg, denoms, ref, en)[0]
+      return losses.policy_loss(lp, old, adv, mask, cfg, denoms, losses.Terms(ref, en))[0]
 
     g_logp, g_ent = map(np.asarray, jax.grad(f, argnums=(0, 1))(logp, ent))
   assert np.all(g_logp[mask == 0] == 0) and np.all(g_ent[mask == 0] == 0)

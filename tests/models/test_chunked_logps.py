@@ -38,7 +38,7 @@ def test_chunked_equals_full(tie, chunk):
     lambda p: models.token_logps(graphdef, p, tokens, mask, 0.7, with_entropy=True)
   )(params)
   part, ent_part = jax.jit(
-    lambda p: chunked_token_logps(graphdef, p, tokens, mask, 0.7, True, chunk)
+    lambda p: chunked_token_logps(chunk)(graphdef, p, tokens, mask, 0.7, True)
   )(params)
   np.testing.assert_allclose(part, full, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(ent_part, ent_full, rtol=1e-5, atol=1e-5)
@@ -47,7 +47,7 @@ def test_chunked_equals_full(tie, chunk):
     params
   )
   g_part = jax.jit(
-    jax.grad(loss(lambda p: chunked_token_logps(graphdef, p, tokens, mask, 0.7, vocab_chunk=chunk)))
+    jax.grad(loss(lambda p: chunked_token_logps(chunk)(graphdef, p, tokens, mask, 0.7)))
   )(params)
   for a, b in zip(jax.tree.leaves(g_full), jax.tree.leaves(g_part)):
     np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
@@ -72,7 +72,7 @@ def test_chunked_lowers_peak_memory():
     return grad.lower(params).compile().memory_analysis().temp_size_in_bytes
 
   full = temp_bytes(lambda p: models.token_logps(graphdef, p, tokens, mask))
-  part = temp_bytes(lambda p: chunked_token_logps(graphdef, p, tokens, mask, vocab_chunk=2048))
+  part = temp_bytes(lambda p: chunked_token_logps(2048)(graphdef, p, tokens, mask))
   logits_bytes = 8 * 63 * 32768 * 4
   print(
     f"peak temp bytes: full vocabulary {full:,}, chunks of 2048 {part:,} "
@@ -89,22 +89,28 @@ def test_start_equals_slicing_the_full_result(start):
   chunked version agrees too."""
   graphdef, params, tokens, mask = _setup(False)
   full, ent = models.token_logps(graphdef, params, tokens, mask, 0.7, with_entropy=True)
-  part, ent_part = models.token_logps(graphdef, params, tokens, mask, 0.7, True, start=start)
+  part, ent_part = models.token_logps(
+    graphdef, params, tokens, mask, 0.7, True, models.Window(start)
+  )
   assert part.shape == (4, 24 - start)
   np.testing.assert_allclose(part, full[:, start:], rtol=1e-6, atol=1e-6)
   np.testing.assert_allclose(ent_part, ent[:, start:], rtol=1e-6, atol=1e-6)
-  chunked = chunked_token_logps(graphdef, params, tokens, mask, 0.7, False, 300, start=start)
+  chunked = chunked_token_logps(300)(
+    graphdef, params, tokens, mask, 0.7, False, models.Window(start)
+  )
   np.testing.assert_allclose(chunked, full[:, start:], rtol=1e-5, atol=1e-5)
   w = jnp.asarray(np.random.default_rng(1).normal(size=(4, 24 - start)), jnp.float32)
   sliced = lambda p: jnp.sum(models.token_logps(graphdef, p, tokens, mask, 0.7)[:, start:] * w)
-  direct = lambda p: jnp.sum(models.token_logps(graphdef, p, tokens, mask, 0.7, start=start) * w)
+  direct = lambda p: jnp.sum(
+    models.token_logps(graphdef, p, tokens, mask, 0.7, window=models.Window(start)) * w
+  )
   grads = [jax.tree.leaves(jax.grad(fn)(params)) for fn in (sliced, direct)]
   for a, b in zip(*grads):
     # Per leaf in norm: the two graphs sum the same terms in different orders, so a single
     # near-zero entry may differ by a few 1e-6 (one of 32,000 by 1.7e-6 under a loaded suite).
     assert np.linalg.norm(b - a) <= 1e-5 * np.linalg.norm(a), (np.linalg.norm(b - a), a.shape)
   with pytest.raises(ValueError, match="start"):
-    models.token_logps(graphdef, params, tokens, mask, start=24)
+    models.token_logps(graphdef, params, tokens, mask, window=models.Window(24))
 
 
 def test_token_logps_equal_the_materialised_log_softmax():

@@ -149,10 +149,7 @@ def test_greedy_continuation_matches_generate(pair):
     prompt,
     np.ones_like(prompt),
     np.asarray([0, 0], np.uint32),
-    max_new_tokens=T,
-    eos_id=-1,
-    pad_id=0,
-    temperature=0.0,
+    sampling.Decode(max_new_tokens=T, eos_id=-1, pad_id=0, temperature=0.0),
   )
   np.testing.assert_array_equal(np.asarray(out.tokens_NxT)[0], ref)
 

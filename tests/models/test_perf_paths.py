@@ -38,7 +38,12 @@ def _prompts(N=4, P=6, seed=0):
 
 def _sample(graphdef, params, prompt, mask, rng, T, **kw):
   return sampling.sample(
-    graphdef, params, prompt, mask, rng, max_new_tokens=T, eos_id=NO_EOS, pad_id=PAD, **kw
+    graphdef,
+    params,
+    prompt,
+    mask,
+    rng,
+    sampling.Decode(max_new_tokens=T, eos_id=NO_EOS, pad_id=PAD, **kw),
   )
 
 
@@ -73,8 +78,12 @@ def test_growing_cache_equals_one_static_cache(model):
   assert sampler_lib.cache_buckets(13, 0) == [13] == sampler_lib.cache_buckets(13, 64)
   for eos in (NO_EOS, 3):
     kw = dict(max_new_tokens=13, eos_id=eos, pad_id=PAD, temperature=1.0)
-    one = sampling.sample(graphdef, params, prompt, mask, jax.random.key(8), first_bucket=0, **kw)
-    grown = sampling.sample(graphdef, params, prompt, mask, jax.random.key(8), first_bucket=2, **kw)
+    one = sampling.sample(
+      graphdef, params, prompt, mask, jax.random.key(8), sampling.Decode(first_bucket=0, **kw)
+    )
+    grown = sampling.sample(
+      graphdef, params, prompt, mask, jax.random.key(8), sampling.Decode(first_bucket=2, **kw)
+    )
     np.testing.assert_array_equal(np.asarray(grown.tokens_NxT), np.asarray(one.tokens_NxT))
     np.testing.assert_array_equal(np.asarray(grown.mask_NxT), np.asarray(one.mask_NxT))
     np.testing.assert_allclose(np.asarray(grown.logps_NxT), np.asarray(one.logps_NxT), atol=1e-5)
@@ -190,12 +199,14 @@ def test_update_and_sampler_compile_once(update_setup, synthetic_batch, fresh):
   params = state["params"]
   kw = dict(max_new_tokens=5, eos_id=NO_EOS, pad_id=PAD)
   g2, p2 = models.init_params(CFG, 0)
-  sampling.sample(g2, p2, prompt, mask, jax.random.key(0), **kw).tokens_NxT.block_until_ready()
+  sampling.sample(
+    g2, p2, prompt, mask, jax.random.key(0), sampling.Decode(**kw)
+  ).tokens_NxT.block_until_ready()
   with _Compiles() as compiles:
     for step in (2, 3):
       state, m = update(state, synthetic_batch(cfg, task, seed=step).to_device(mesh))
       jax.block_until_ready(m)
-      out = sampling.sample(g2, p2, prompt, mask, jax.random.key(step), **kw)
+      out = sampling.sample(g2, p2, prompt, mask, jax.random.key(step), sampling.Decode(**kw))
       out.tokens_NxT.block_until_ready()
   assert compiles.count == 0
   assert int(state["step"]) == 3 and params is not state["params"]

@@ -69,10 +69,9 @@ def test_greedy_tokens_match_generate(setup):
     prompt,
     mask,
     jax.random.PRNGKey(0),
-    max_new_tokens=T,
-    eos_id=tok.eos_token_id,
-    pad_id=tok.pad_token_id,
-    temperature=0.0,
+    sampling.Decode(
+      max_new_tokens=T, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id, temperature=0.0
+    ),
   )
   got = np.asarray(out.tokens_NxT)
   np.testing.assert_array_equal(got[:, : ref.shape[1]], ref)
@@ -96,10 +95,9 @@ def test_sampler_trainer_logp_gap_is_small_and_can_fail(setup):
     prompt,
     mask,
     jax.random.PRNGKey(1),
-    max_new_tokens=T,
-    eos_id=tok.eos_token_id,
-    pad_id=tok.pad_token_id,
-    temperature=1.0,
+    sampling.Decode(
+      max_new_tokens=T, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id, temperature=1.0
+    ),
   )
   tokens_NxL = jnp.concatenate([prompt, out.tokens_NxT], axis=1)
   mask_NxL = jnp.concatenate([mask, out.mask_NxT], axis=1)

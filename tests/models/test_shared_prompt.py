@@ -75,7 +75,7 @@ def test_shared_prompt_gives_the_per_row_logps_entropies_and_gradients(family, k
   w = jnp.asarray(np.random.default_rng(1).normal(size=(tokens.shape[0], T)), jnp.float32)
 
   def logps(p, share):
-    return models.token_logps(graphdef, p, tokens, mask, 0.8, True, start=P, share=share)
+    return models.token_logps(graphdef, p, tokens, mask, 0.8, True, models.Window(P, share))
 
   plain, shared = jax.jit(logps, static_argnums=1)(params, 1), logps(params, 4)
   _close(plain, shared)
@@ -93,7 +93,7 @@ def test_shared_prompt_with_remat_and_vocabulary_chunks(remat, rel_diff):
   def loss(share):
     def fn(p):
       return jnp.sum(
-        chunked_token_logps(graphdef, p, tokens, mask, vocab_chunk=40, start=P, share=share)
+        chunked_token_logps(40)(graphdef, p, tokens, mask, window=models.Window(P, share))
       )
 
     return fn
@@ -114,7 +114,7 @@ def test_a_row_reads_its_runs_prompt():
   tokens, mask = _batch(num_runs=2, share=2)
   other = tokens.at[1, P - 3 : P].set(5)  # row 1's last three prompt tokens (real ones)
   logps = jax.jit(
-    lambda t, share: models.token_logps(graphdef, params, t, mask, start=P, share=share),
+    lambda t, share: models.token_logps(graphdef, params, t, mask, window=models.Window(P, share)),
     static_argnums=1,
   )
   shared, per_row_own, per_row_run = logps(other, 2), logps(other, 1), logps(tokens, 1)
@@ -126,9 +126,9 @@ def test_share_must_divide_the_rows_and_needs_a_prompt():
   graphdef, params = _model()
   tokens, mask = _batch(num_runs=3, share=2)
   with pytest.raises(ValueError, match="share = 4 must"):
-    models.token_logps(graphdef, params, tokens, mask, start=P, share=4)
+    models.token_logps(graphdef, params, tokens, mask, window=models.Window(P, 4))
   with pytest.raises(ValueError, match="prompt_len"):
-    models.token_logps(graphdef, params, tokens, mask, start=0, share=2)
+    models.token_logps(graphdef, params, tokens, mask, window=models.Window(0, 2))
 
 
 def test_prompt_share_keeps_runs_inside_groups(load_cfg):
@@ -199,7 +199,9 @@ def test_check_shared_prompts(load_cfg, synthetic_batch):
 def _sample(graphdef, params, tokens, mask, share, **kw):
   prompt_NxP, mask_NxP = tokens[:, :P], mask[:, :P]
   kw = dict(max_new_tokens=6, eos_id=V + 1, pad_id=0, prompt_share=share, **kw)
-  return sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(3), **kw)
+  return sampling.sample(
+    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(3), sampling.Decode(**kw)
+  )
 
 
 def test_sampler_prefills_each_prompt_once():

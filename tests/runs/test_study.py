@@ -4,12 +4,20 @@ group-relative bias estimator against the closed form β(p, G) on simulated samp
 
 import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from grpo_jax.config import files as config_file
 from grpo_jax.runs import group_bias, power, study
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The pre-registered study's family, as its config declares it.
+PRIMARY, HYPOTHESES, WITHDRAWN = study.family(
+  config_file.load_module(str(ROOT / "configs/study.py"))
+)
 
 CONDITIONS = {
   "grpo": {"strategy.enabled": False, "hadw.enabled": False},
@@ -88,11 +96,11 @@ def test_an_untestable_comparison_keeps_the_family_size():
 def _tests(deltas: dict[str, list[float]]) -> list[dict]:
   """primary_tests over the design's family, with seeded per-seed Δ for each comparison."""
   rows = []
-  for comp in study.PRIMARY:
+  for comp in PRIMARY:
     base = [0.3] * len(deltas[comp.id])
     rows += rows_of({f"{comp.id}:a": np.add(base, deltas[comp.id]), f"{comp.id}:b": base})
   comps = [
-    study.Comparison(c.id, f"{c.id}:a", f"{c.id}:b", "after/pass@8", c.sign) for c in study.PRIMARY
+    study.Comparison(c.id, f"{c.id}:a", f"{c.id}:b", "after/pass@8", c.sign) for c in PRIMARY
   ]
   return study.primary_tests(rows, comps)
 
@@ -101,23 +109,28 @@ STRONG_UP = [0.05, 0.06, 0.055, 0.052, 0.058, 0.061]
 NULL = [0.01, -0.012, 0.004, -0.003, 0.011, -0.009]
 
 
+def test_a_config_without_its_family_is_refused():
+  with pytest.raises(ValueError, match=r"lacks \['PRIMARY', 'HYPOTHESES', 'STRATA_PAIR'\]"):
+    study.family(config_file.load_module(str(ROOT / "configs/mini_repro.py")))
+
+
 def test_verdict_rules():
-  deltas = {c.id: NULL for c in study.PRIMARY}
-  assert {h: study.verdict(_tests(deltas), h) for h in study.HYPOTHESES} == dict.fromkeys(
-    study.HYPOTHESES, study.UNRESOLVED
+  deltas = {c.id: NULL for c in PRIMARY}
+  assert {h: study.verdict(_tests(deltas), h, HYPOTHESES) for h in HYPOTHESES} == dict.fromkeys(
+    HYPOTHESES, study.UNRESOLVED
   )
   # H1: (a) significant up and (b) up → supported; (b) down spoils it even when (a) holds.
   deltas.update(H1a=STRONG_UP, H1b=[0.01, 0.02, 0.0, 0.01, 0.015, 0.005])
-  assert study.verdict(_tests(deltas), "H1") == study.SUPPORTED
+  assert study.verdict(_tests(deltas), "H1", HYPOTHESES) == study.SUPPORTED
   deltas.update(H1b=[-0.01, -0.02, 0.0, -0.01, -0.015, -0.005])
-  assert study.verdict(_tests(deltas), "H1") == study.UNRESOLVED
+  assert study.verdict(_tests(deltas), "H1", HYPOTHESES) == study.UNRESOLVED
   # H2 predicts Δ < 0: a significant rise is a contradiction.
   deltas.update(H2a=STRONG_UP)
-  assert study.verdict(_tests(deltas), "H2") == study.CONTRADICTED
+  assert study.verdict(_tests(deltas), "H2", HYPOTHESES) == study.CONTRADICTED
   # H3 needs its secondary rule as well.
   deltas.update(H3=STRONG_UP)
-  assert study.verdict(_tests(deltas), "H3") == study.SUPPORTED
-  assert study.verdict(_tests(deltas), "H3", extra_ok=False) == study.UNRESOLVED
+  assert study.verdict(_tests(deltas), "H3", HYPOTHESES) == study.SUPPORTED
+  assert study.verdict(_tests(deltas), "H3", HYPOTHESES, extra_ok=False) == study.UNRESOLVED
 
 
 def _problems(path, correct_PxN):

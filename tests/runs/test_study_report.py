@@ -10,6 +10,7 @@ import shutil
 import fake_study
 import pytest
 
+from grpo_jax.config import files as config_file
 from grpo_jax.runs import study
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -68,8 +69,10 @@ def test_without_the_effect_h1_is_not_supported(tmp_path):
   root = fake_study.make(tmp_path / "seeds0", seeds=range(6), effect=0.0)
   rows = study.collect([root], fake_study.conditions(), absent=fake_study.added_keys())
   assert len(rows) == 8 * 6  # runs without the keys added with the scramble are labelled too
-  tests = study.primary_tests(rows)
-  assert abs(tests[0]["mean"]) < 0.005 and study.verdict(tests, "H1") == study.UNRESOLVED
+  primary, hypotheses, _ = study.family(config_file.load_module(str(ROOT / "configs/study.py")))
+  tests = study.primary_tests(rows, primary)
+  assert abs(tests[0]["mean"]) < 0.005
+  assert study.verdict(tests, "H1", hypotheses) == study.UNRESOLVED
 
 
 def test_a_config_with_its_own_family(tmp_path):

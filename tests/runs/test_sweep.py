@@ -185,7 +185,7 @@ def test_pod_commands_are_one_gcloud_line_per_member_with_auto_detection(spec, t
     assert args.workdir == str(root / run.name) and args.distributed_auto and not args.sweep
     assert overrides == ["steps=2", *run.cli_overrides()]
     assert args.coordinator_address == "" and args.process_id == -1
-  named = sweep.pod_commands(spec, root, tpu_name="my-v5p", zone="us-east5-a", repo_dir="src/g j")
+  named = sweep.pod_commands(spec, root, pod=sweep.Pod("my-v5p", "us-east5-a", "src/g j"))
   words = shlex.split(named[0].command)
   assert words[5:7] == ["my-v5p", "--zone=us-east5-a"]
   assert _inner_argv(named[0].command)[0] == "src/g j"

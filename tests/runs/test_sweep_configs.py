@@ -151,11 +151,11 @@ def test_study_sweep_is_the_preregistered_design():
   assert len(rows) == len(runs)
   counts = {c: sum(r["condition"] == c for r in rows) for c in module.CONDITIONS}
   assert counts == dict.fromkeys(module.CONDITIONS, 16)
-  named = {c.a for c in study.PRIMARY + study.WITHDRAWN}
-  named |= {c.b for c in study.PRIMARY + study.WITHDRAWN}
+  primary, hypotheses, withdrawn = study.family(module)
+  named = {c.a for c in primary + withdrawn} | {c.b for c in primary + withdrawn}
   assert named == set(module.CONDITIONS)
-  assert [c.id for c in study.PRIMARY] == ["H1a", "H1b", "H2a", "H2b", "H2''", "H3"]
-  assert [c.id for c in study.WITHDRAWN] == ["H2'"] and "H2'" not in study.HYPOTHESES
+  assert [c.id for c in primary] == ["H1a", "H1b", "H2a", "H2b", "H2''", "H3"]
+  assert [c.id for c in withdrawn] == ["H2'"] and "H2'" not in hypotheses
   cfg = {
     c: sweep.load_run_config("configs/study.py", r)
     for c, r in zip((r["condition"] for r in rows), runs, strict=True)

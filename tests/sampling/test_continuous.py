@@ -30,7 +30,7 @@ def model():
 
 def _sample(model, prompts, key=1, **kw):
   kw = {"max_new_tokens": 24, "eos_id": STOPS, "pad_id": PAD, "temperature": 1.0, **kw}
-  return sampling.sample(*model, *prompts, jax.random.key(key), **kw)
+  return sampling.sample(*model, *prompts, jax.random.key(key), sampling.Decode(**kw))
 
 
 def _assert_same_rows(plain, cont, max_rows_off=0):
@@ -126,8 +126,7 @@ def test_row_blocks_under_a_mesh(model):
     jax.device_put(prompt_NxP, rows),
     jax.device_put(mask_NxP, rows),
     jax.random.key(1),
-    row_blocks=8,
-    **kw,
+    sampling.Decode(row_blocks=8, **kw),
   )
   assert out.tokens_NxT.sharding.is_equivalent_to(rows, 2)
   _assert_same_rows(plain, out, max_rows_off=1)
@@ -140,6 +139,5 @@ def test_row_blocks_under_a_mesh(model):
       prompt_NxP,
       mask_NxP,
       jax.random.key(1),
-      **{**kw, "decode_slots": 12},
-      row_blocks=8,
+      sampling.Decode(**{**kw, "decode_slots": 12}, row_blocks=8),
     )

@@ -75,10 +75,7 @@ def test_sampler_logps_match_token_logps(model, temperature):
     prompt_NxP,
     mask_NxP,
     jax.random.key(0),
-    max_new_tokens=10,
-    eos_id=7,
-    pad_id=PAD,
-    temperature=temperature,
+    sampling.Decode(max_new_tokens=10, eos_id=7, pad_id=PAD, temperature=temperature),
   )
   tokens, mask = _full(prompt_NxP, mask_NxP, out)
   recomputed_NxT = token_logps(graphdef, params, tokens, mask, temperature)[:, 5:]
@@ -109,10 +106,7 @@ def test_greedy_equals_stepwise_argmax_and_eos_padding(model):
     prompt_NxP,
     mask_NxP,
     jax.random.key(0),
-    max_new_tokens=T,
-    eos_id=NO_EOS,
-    pad_id=PAD,
-    temperature=0.0,
+    sampling.Decode(max_new_tokens=T, eos_id=NO_EOS, pad_id=PAD, temperature=0.0),
   )
   assert bool(jnp.all(out.truncated_N)) and bool(jnp.all(out.mask_NxT == 1))
   logits_NxLxV = forward(graphdef, params, *_full(prompt_NxP, mask_NxP, out))
@@ -126,10 +120,7 @@ def test_greedy_equals_stepwise_argmax_and_eos_padding(model):
     prompt_NxP,
     mask_NxP,
     jax.random.key(0),
-    max_new_tokens=T,
-    eos_id=eos,
-    pad_id=PAD,
-    temperature=0.0,
+    sampling.Decode(max_new_tokens=T, eos_id=eos, pad_id=PAD, temperature=0.0),
   )
   _check_eos_bookkeeping(out2, eos, T)
   assert int(out2.lengths_N[0]) <= 3 and not bool(out2.truncated_N[0])
@@ -147,10 +138,7 @@ def test_eos_bookkeeping_when_sampling(model):
     prompt_NxP,
     mask_NxP,
     jax.random.key(1),
-    max_new_tokens=T,
-    eos_id=7,
-    pad_id=PAD,
-    temperature=1.0,
+    sampling.Decode(max_new_tokens=T, eos_id=7, pad_id=PAD, temperature=1.0),
   )
   _check_eos_bookkeeping(out, 7, T)
   assert 0 < int(jnp.sum(out.truncated_N)) < 32  # some rows stopped early, some did not
@@ -162,10 +150,20 @@ def test_degenerate_truncation_equals_greedy(model, kw):
   prompt_NxP, mask_NxP = _prompts(6, 5, seed=4)
   common = dict(max_new_tokens=8, eos_id=NO_EOS, pad_id=PAD)
   greedy = sampling.sample(
-    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(0), temperature=0.0, **common
+    graphdef,
+    params,
+    prompt_NxP,
+    mask_NxP,
+    jax.random.key(0),
+    sampling.Decode(temperature=0.0, **common),
   )
   out = sampling.sample(
-    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(9), temperature=1.0, **common, **kw
+    graphdef,
+    params,
+    prompt_NxP,
+    mask_NxP,
+    jax.random.key(9),
+    sampling.Decode(temperature=1.0, **common, **kw),
   )
   np.testing.assert_array_equal(out.tokens_NxT, greedy.tokens_NxT)
 
@@ -180,11 +178,7 @@ def test_top_k_never_leaves_the_top_k(model):
     prompt_NxP,
     mask_NxP,
     jax.random.key(2),
-    max_new_tokens=6,
-    eos_id=NO_EOS,
-    pad_id=PAD,
-    temperature=1.0,
-    top_k=k,
+    sampling.Decode(max_new_tokens=6, eos_id=NO_EOS, pad_id=PAD, temperature=1.0, top_k=k),
   )
   logits_NxLxV = forward(graphdef, params, *_full(prompt_NxP, mask_NxP, out))[:, 3:-1]
   rank_NxT = jnp.sum(
@@ -218,9 +212,15 @@ def test_rng_controls_the_draw(model):
   graphdef, params = model
   prompt_NxP, mask_NxP = _prompts(8, 5, seed=3)
   kw = dict(max_new_tokens=10, eos_id=7, pad_id=PAD, temperature=1.0)
-  a = sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(0), **kw)
-  b = sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(0), **kw)
-  c = sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(1), **kw)
+  a = sampling.sample(
+    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(0), sampling.Decode(**kw)
+  )
+  b = sampling.sample(
+    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(0), sampling.Decode(**kw)
+  )
+  c = sampling.sample(
+    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(1), sampling.Decode(**kw)
+  )
   np.testing.assert_array_equal(a.tokens_NxT, b.tokens_NxT)
   assert not np.array_equal(a.tokens_NxT, c.tokens_NxT)
 
@@ -229,14 +229,21 @@ def test_compiled_once_and_pad_id_is_only_a_filler(model):
   graphdef, params = model
   kw = dict(max_new_tokens=24, eos_id=7, temperature=1.0)  # as test_eos_bookkeeping_when_sampling
   prompt_NxP, mask_NxP = _prompts(32, 4, seed=5)
-  out = sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(1), pad_id=PAD, **kw)
+  out = sampling.sample(
+    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(1), sampling.Decode(pad_id=PAD, **kw)
+  )
   assert 0 < int(jnp.sum(out.truncated_N)) < 32  # EOS hit by some rows: padding is exercised
   compiled = sampling.sampler._sample_jit._cache_size()
   # New params (and an equal, freshly built graphdef), prompts and key: no recompilation.
   graphdef2, params2 = models.init_params(CFG, 1)
   other_NxP, other_mask_NxP = _prompts(32, 4, seed=6)
   sampling.sample(
-    graphdef2, params2, other_NxP, other_mask_NxP, jax.random.key(5), pad_id=PAD, **kw
+    graphdef2,
+    params2,
+    other_NxP,
+    other_mask_NxP,
+    jax.random.key(5),
+    sampling.Decode(pad_id=PAD, **kw),
   )
   assert sampling.sampler._sample_jit._cache_size() == compiled
   # pad_id = -1 (outside the vocabulary) in the prompt and the output changes nothing else.
@@ -246,8 +253,7 @@ def test_compiled_once_and_pad_id_is_only_a_filler(model):
     jnp.where(mask_NxP == 1, prompt_NxP, -1),
     mask_NxP,
     jax.random.key(1),
-    pad_id=-1,
-    **kw,
+    sampling.Decode(pad_id=-1, **kw),
   )
   m = out.mask_NxT == 1
   np.testing.assert_array_equal(out_neg.mask_NxT, out.mask_NxT)
@@ -263,7 +269,9 @@ def test_sharded_prompts_give_the_same_samples(model):
   graphdef, params = model
   prompt_NxP, mask_NxP = _prompts(16, 5, seed=7)
   kw = dict(max_new_tokens=6, eos_id=7, pad_id=PAD, temperature=1.0)
-  ref = sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(0), **kw)
+  ref = sampling.sample(
+    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(0), sampling.Decode(**kw)
+  )
   mesh = Mesh(np.array(devices).reshape(4, 2), ("data", "fsdp"))
   rows = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
   params = jax.device_put(params, NamedSharding(mesh, PartitionSpec()))
@@ -273,7 +281,7 @@ def test_sharded_prompts_give_the_same_samples(model):
     jax.device_put(prompt_NxP, rows),
     jax.device_put(mask_NxP, rows),
     jax.random.key(0),
-    **kw,
+    sampling.Decode(**kw),
   )
   assert out.tokens_NxT.sharding.is_equivalent_to(rows, 2)
   np.testing.assert_array_equal(out.tokens_NxT, ref.tokens_NxT)
@@ -290,9 +298,7 @@ def test_rejects_bad_settings(model):
       prompt_NxP,
       mask_NxP,
       jax.random.key(0),
-      max_new_tokens=0,
-      eos_id=1,
-      pad_id=0,
+      sampling.Decode(max_new_tokens=0, eos_id=1, pad_id=0),
     )
   with pytest.raises(ValueError):
     sampling.sample(
@@ -301,10 +307,7 @@ def test_rejects_bad_settings(model):
       prompt_NxP,
       mask_NxP,
       jax.random.key(0),
-      max_new_tokens=2,
-      eos_id=1,
-      pad_id=0,
-      top_p=0.0,
+      sampling.Decode(max_new_tokens=2, eos_id=1, pad_id=0, top_p=0.0),
     )
 
 
@@ -315,7 +318,9 @@ def test_kv_cache_is_laid_out_by_the_sampling_rules_under_a_mesh(model):
   graphdef, params = model
   prompt_NxP, mask_NxP = _prompts(8, 5, seed=3)
   kw = dict(max_new_tokens=6, eos_id=7, pad_id=PAD, temperature=1.0)
-  ref = sampling.sample(graphdef, params, prompt_NxP, mask_NxP, jax.random.key(1), **kw)
+  ref = sampling.sample(
+    graphdef, params, prompt_NxP, mask_NxP, jax.random.key(1), sampling.Decode(**kw)
+  )
   mesh = Mesh(np.array(jax.devices()).reshape(2, 2, 2), shard_lib.AXES)
   rows = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
   params = jax.device_put(params, NamedSharding(mesh, PartitionSpec()))
@@ -331,7 +336,7 @@ def test_kv_cache_is_laid_out_by_the_sampling_rules_under_a_mesh(model):
   assert cache.v_NxHkxSxDh[1].sharding.is_equivalent_to(NamedSharding(mesh, heads), 4)
   assert cache.valid_NxS.sharding.is_equivalent_to(rows, 2)
   out = shard_lib.under_mesh(sampling.sample, mesh)(
-    graphdef, params, prompt, mask, jax.random.key(1), **kw
+    graphdef, params, prompt, mask, jax.random.key(1), sampling.Decode(**kw)
   )
   np.testing.assert_array_equal(out.tokens_NxT, ref.tokens_NxT)
   np.testing.assert_allclose(out.logps_NxT, ref.logps_NxT, atol=1e-5)

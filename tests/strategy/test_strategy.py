@@ -142,9 +142,9 @@ def test_stop_set_cuts_the_unstopped_sample_at_the_first_stop():
   mask = jax.numpy.ones_like(prompt)
   key = jax.random.PRNGKey(7)
   kw = dict(max_new_tokens=10, pad_id=0, temperature=1.0)
-  free = sampling.sample(graphdef, params, prompt, mask, key, eos_id=V + 5, **kw)
+  free = sampling.sample(graphdef, params, prompt, mask, key, sampling.Decode(eos_id=V + 5, **kw))
   stops = tuple(int(x) for x in np.asarray(free.tokens_NxT)[:, 2][:2])  # tokens that do occur
-  cut = sampling.sample(graphdef, params, prompt, mask, key, eos_id=stops, **kw)
+  cut = sampling.sample(graphdef, params, prompt, mask, key, sampling.Decode(eos_id=stops, **kw))
   for n, row in enumerate(np.asarray(free.tokens_NxT)):
     hits = np.flatnonzero(np.isin(row, stops))
     end = hits[0] + 1 if hits.size else 10

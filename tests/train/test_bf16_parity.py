@@ -78,9 +78,7 @@ def test_token_logps_bf16_close_to_float32_and_cast_weights_exact():
   cast = models.compute_params(params, "bfloat16")
   np.testing.assert_allclose(logps_fn(graphdef16, cast, tokens, mask), lp16, atol=1e-5)
   # The vocabulary-chunked path too (float32 sums of bf16 products).
-  chunked = jax.jit(lambda p: chunked_token_logps(graphdef16, p, tokens, mask, vocab_chunk=128))(
-    params
-  )
+  chunked = jax.jit(lambda p: chunked_token_logps(128)(graphdef16, p, tokens, mask))(params)
   np.testing.assert_allclose(chunked, lp16, atol=1e-4)
 
 
@@ -89,7 +87,9 @@ def test_sampler_logps_bf16_close_to_float32():
   N, P, T = 8, 4, 10
   prompt = jnp.asarray(np.random.default_rng(1).integers(3, 300, (N, P)), jnp.int32)
   kw = dict(max_new_tokens=T, eos_id=-1, pad_id=0)
-  out = sampling.sample(graphdef16, params, prompt, jnp.ones_like(prompt), jax.random.key(0), **kw)
+  out = sampling.sample(
+    graphdef16, params, prompt, jnp.ones_like(prompt), jax.random.key(0), sampling.Decode(**kw)
+  )
   tokens = jnp.concatenate([prompt, out.tokens_NxT], axis=1)
   mask = jnp.ones_like(tokens)
   logps_fn = jax.jit(models.token_logps, static_argnums=0)

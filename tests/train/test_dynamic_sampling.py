@@ -198,7 +198,7 @@ def test_hadw_accuracy_covers_dropped_groups():
     jax.random.PRNGKey(0),
   )
   _, _, aux_kept = advantages.compute(*args)
-  _, anchor, aux_all = advantages.compute(*args, batch_acc=batch.step_accuracy)
+  _, anchor, aux_all = advantages.compute(*args, advantages.Accuracy(step=batch.step_accuracy))
   assert float(aux_kept["hadw/batch_acc"]) == 0.5
   np.testing.assert_allclose(float(aux_all["hadw/batch_acc"]), 11 / 16)
   np.testing.assert_allclose(float(aux_all["hadw/anchor"]), 11 / 16)  # first step: C⁻ := y_1
@@ -310,7 +310,7 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
   # Φ = λ·exp(−sgn(A)·sgn(d)·|d|), d = p̂ − 0.5: p̂ = 1 for groups 0 and 3, 0.5 for 1 and 2.
   lam, e = 1.3, np.exp(0.5)
   want_raw = lam * np.array([1 / e, e, 1, 1, 1, 1, 1 / e, e])
-  raw, aux = adv(True, accuracy_N=batch.accuracy_N)
+  raw, aux = adv(True, accuracy=advantages.Accuracy(batch.accuracy_N))
   np.testing.assert_allclose(raw / plain, want_raw, rtol=1e-5)
   np.testing.assert_allclose(float(aux["hadw/batch_acc"]), 6 / 8)  # y_t: raw accuracy too
   # The shaped rewards would give p̂ = 0.75 and 0.25 instead.

@@ -96,9 +96,6 @@ def test_transformers_matches_ours(exported):
     prompt,
     np.ones_like(prompt),
     np.asarray([0, 0], np.uint32),
-    max_new_tokens=T,
-    eos_id=-1,
-    pad_id=0,
-    temperature=0.0,
+    sampling.Decode(max_new_tokens=T, eos_id=-1, pad_id=0, temperature=0.0),
   )
   np.testing.assert_array_equal(np.asarray(got.tokens_NxT)[0], ref)
