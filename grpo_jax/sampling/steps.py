@@ -60,9 +60,8 @@ class Decode:
     eos = self.eos_id
     eos = tuple(int(i) for i in eos) if isinstance(eos, tuple | list) else int(eos)
     object.__setattr__(self, "eos_id", eos)
-    for name in ("max_new_tokens", "pad_id", "top_k", "first_bucket", "prompt_share"):
-      object.__setattr__(self, name, int(getattr(self, name)))
-    for name in ("decode_slots", "row_blocks"):
+    ints = ("max_new_tokens", "pad_id", "top_k", "first_bucket", "prompt_share", "decode_slots")
+    for name in (*ints, "row_blocks"):
       object.__setattr__(self, name, int(getattr(self, name)))
     object.__setattr__(self, "temperature", float(self.temperature))
     object.__setattr__(self, "top_p", float(self.top_p))
