@@ -3,7 +3,7 @@
 Pure jnp on rows: ``rewards_N`` with global integer ``group_ids_N`` / ``subgroup_ids_N``
 (negative = padded row). Arrays indexed by id slot end in ``_S`` (N slots). Typical use::
 
-  anchor = init_anchor(cfg)
+  anchor = init_anchor(cfg.hadw)
   adv_N, anchor, aux = compute(rewards_N, group_ids_N, subgroup_ids_N, cfg, anchor, rng)
 """
 

@@ -26,7 +26,6 @@ from grpo_jax.advantages.noise import matched_noise
 from grpo_jax.advantages.normalize import normalize, zero_rounding
 from grpo_jax.advantages.offsets import group_stats, valid_rows
 from grpo_jax.advantages.shuffle import offset_permutation, recentring_mean
-from grpo_jax.config import views
 
 AUX_KEYS = (
   "adv/mean",
@@ -63,10 +62,9 @@ RAW_ROUNDING = 2.0**-20
 
 
 def _groups(cfg):
-  """The typed ``advantage`` and ``hadw`` views (``grpo_jax.config.views``) of ``cfg``: an
-  Experiment, or a ConfigDict experiment (converted, with each group's checks)."""
+  """The ``advantage`` and ``hadw`` groups of ``cfg`` (a validated ``Experiment``)."""
   if "advantage" in cfg and "hadw" in cfg:
-    return views.of(cfg["advantage"], "advantage"), views.of(cfg["hadw"], "hadw")
+    return cfg["advantage"], cfg["hadw"]
   raise ValueError("cfg needs the 'advantage' and 'hadw' groups (a whole experiment config works)")
 
 
@@ -144,8 +142,8 @@ def compute(
   rows, negative = padded row (``subgroup_ids_N=None`` means one subgroup per group). Concrete
   ids (host arrays) >= N are a ValueError (:func:`check_ids`); traced ids (under jit) are not
   checked and must be dense: an id >= N would give its row A = 0 and drop it from y_t.
-  ``cfg``: an ``Experiment`` of typed views (``grpo_jax.config.views.build``) or a ConfigDict
-  experiment, whose ``advantage`` / ``hadw`` groups are converted to their views. ``anchor`` is
+  ``cfg``: the experiment's ``advantage`` and ``hadw`` groups (a validated ``Experiment``:
+  the values are typed and in range, and only the names are looked up here). ``anchor`` is
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
   by the offset shuffle, noise and scramble only). ``aux`` holds the scalars named in ``AUX_KEYS``.
   ``accuracy``: HA-DW's p̂_g and y_t from the raw accuracy (:class:`Accuracy`), while the
@@ -167,13 +165,13 @@ def compute(
     offset_N = row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng)
   else:
     offset_N = jnp.zeros_like(rewards_N)
-  raw_N = baseline_fn(rewards_N, stats, offset_N, float(adv_cfg.offset_coef))
+  raw_N = baseline_fn(rewards_N, stats, offset_N, adv_cfg.offset_coef)
   raw_N = jnp.where(live_N, raw_N, 0.0)
 
   # §2: normalisation; degenerate groups are forced to exact zeros under every setting.
-  scale, scale_of, eps = adv_cfg.scale, adv_cfg.scale_of, float(adv_cfg.eps)
+  scale, scale_of, eps = adv_cfg.scale, adv_cfg.scale_of, adv_cfg.eps
   if scale_of == "advantages":
-    raw_N = zero_rounding(raw_N, RAW_ROUNDING * (1.0 + abs(float(adv_cfg.offset_coef))))
+    raw_N = zero_rounding(raw_N, RAW_ROUNDING * (1.0 + abs(adv_cfg.offset_coef)))
   adv_N = normalize(raw_N, rewards_N, group_ids_N, valid_N, scale, scale_of, eps)
   adv_N = jnp.where(live_N, adv_N, 0.0)
 

@@ -29,13 +29,9 @@ SIGMA_OF = ("beliefs", "observations")
 ANCHOR_KEYS = ("history", "count", "belief", "step")
 
 
-def _hadw_cfg(cfg):
-  return cfg.hadw if "hadw" in cfg else cfg
-
-
-def init_anchor(cfg) -> dict[str, jax.Array]:
-  """Fresh anchor state (cheap; exists whether or not HA-DW is enabled)."""
-  h = max(int(_hadw_cfg(cfg).history), 1)
+def init_anchor(hadw_cfg) -> dict[str, jax.Array]:
+  """Fresh anchor state for the ``hadw`` group (cheap; exists whether or not HA-DW is on)."""
+  h = max(hadw_cfg.history, 1)
   return {
     "history": jnp.zeros((h,), jnp.float32),
     "count": jnp.zeros((), jnp.int32),
@@ -61,13 +57,12 @@ def _push(anchor: dict, value: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def update_anchor(
-  anchor: dict[str, jax.Array], batch_acc: jax.Array, cfg
+  anchor: dict[str, jax.Array], batch_acc: jax.Array, hc
 ) -> tuple[jax.Array, dict[str, jax.Array], jax.Array]:
   """One anchor step from the batch accuracy y_t. Returns (C used by Φ, new state, η_t).
 
-  ``cfg`` is the ``hadw`` group (or a config holding it). η_t is 0 except for ``kalman``.
+  ``hc`` is the ``hadw`` group. η_t is 0 except for ``kalman``.
   """
-  hc = _hadw_cfg(cfg)
   kind = hc.anchor
   if kind not in ANCHORS:
     raise ValueError(f"hadw.anchor must be one of {ANCHORS}, got {kind!r}")
@@ -84,11 +79,11 @@ def update_anchor(
     _, sigma = _buffer_mean_std(anchor["history"], anchor["count"])
     sigma = jnp.where(anchor["count"] >= 2, sigma, 1.0)
     # The clamp keeps C⁺ a convex combination (the TRL PR has none and can overshoot).
-    eta = jnp.where(first, 0.0, jnp.clip(float(hc.eta) * sigma, 0.0, 1.0))
+    eta = jnp.where(first, 0.0, jnp.clip(hc.eta * sigma, 0.0, 1.0))
     posterior = (1.0 - eta) * prior + eta * y
     history_H, count = _push(anchor, posterior if hc.sigma_of == "beliefs" else y)
   else:  # fixed
-    prior = posterior = jnp.asarray(float(hc.fixed_anchor), jnp.float32)
+    prior = posterior = jnp.asarray(hc.fixed_anchor, jnp.float32)
     history_H, count = _push(anchor, y)
   new_anchor = {
     "history": history_H,

@@ -1,60 +1,21 @@
-"""The validation the typed views (``grpo_jax.config.views``) run when a config is loaded.
+"""The cross-group rules of an experiment (:func:`check_experiment`): combinations the code
+would reject, or silently make meaningless, minutes into a run (loss.num_minibatches not
+dividing B·G, more previews than completions, the subgroup-offset baseline without strategy
+sampling, ...). Each fails with a ValueError naming the keys. A single field's type, choices and
+range are checked where it is declared (``grpo_jax.config.fields``).
 
-Three kinds of rule, each failing with a ValueError that names the key:
-
-* a field's type, from its annotation (``int``, ``float``, ``bool``, ``str``, ``tuple[T, ...]``):
-  a string where a number is expected, a float or an int where a bool is, fail;
-* a field's choices (:data:`CHOICES`, the names of the registry of the module that reads the
-  key, so the error lists exactly the names the code accepts) and its range
-  (``ge``/``gt``/``le``/``lt``);
-* cross-key rules (:func:`check_experiment`): combinations the code would reject, or silently
-  make meaningless, minutes into a run (loss.num_minibatches not dividing B·G, more previews
-  than completions, the subgroup-offset baseline without strategy sampling, ...).
+:data:`REGISTRIES` names, for each enum-valued key, the registry of the module that reads it;
+``tests/config/test_views.py`` checks the declared choices equal the registry's names (the
+choices are written out so that loading a config imports neither jax nor the model stack).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
-import typing
 
-import numpy as np
+from grpo_jax.config.fields import fail
 
-# The names each enum-valued key accepts. They mirror the registries of the modules that read
-# the keys (listed in REGISTRIES; tests/config/test_views.py checks they agree), written out so
-# that loading a config imports neither jax nor the data and model stacks: a bad value fails
-# in well under a second.
-CHOICES: dict[str, tuple[str, ...]] = {
-  "model.family": ("llama", "olmo3", "qwen3"),
-  "model.dtype": ("bfloat16", "float32"),
-  "model.param_dtype": ("bfloat16", "float32"),
-  "model.remat": ("dots", "full", "none"),
-  "data.task": ("countdown", "math"),
-  "data.template": ("boxed", "dapo", "hadw"),
-  "strategy.source": ("online", "presampled"),
-  "advantage.baseline": ("group", "rloo", "subgroup_offset"),
-  "advantage.scale": ("batch", "group", "none"),
-  "advantage.scale_of": ("advantages", "rewards"),
-  "advantage.offset_shuffle_scope": ("batch", "prompt"),
-  "warmstart.supervise": ("all", "format"),
-  "hadw.anchor": ("fixed", "kalman", "window"),
-  "hadw.sigma_of": ("beliefs", "observations"),
-  "loss.kind": ("dapo", "grpo", "gspo"),
-  "loss.aggregation": (
-    "seq_mean_token_mean",
-    "seq_mean_token_sum",
-    "seq_mean_token_sum_norm",
-    "token_mean",
-  ),
-  "loss.kl_estimator": ("k1", "k2", "k3"),
-  "dapo.filter_metric": ("acc", "seq_reward"),
-  "mesh.train_rules": ("replicated", "sample", "train"),
-  "mesh.sample_rules": ("replicated", "sample", "train"),
-  "logging.wandb_mode": ("disabled", "offline", "online"),
-}
-
-# key -> (module, table) whose names CHOICES mirrors.
+# key -> (module, table) whose names the key's declared choices mirror.
 REGISTRIES: dict[str, tuple[str, str]] = {
   "model.family": ("grpo_jax.models.families", "FAMILIES"),
   "model.dtype": ("grpo_jax.models.model_config", "DTYPES"),
@@ -76,103 +37,6 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "mesh.sample_rules": ("grpo_jax.sharding.rules", "PRESETS"),
   "logging.wandb_mode": ("grpo_jax.train.wandb_tracker", "MODES"),
 }
-
-
-def spec(*, choices: bool = False, ge=None, gt=None, le=None, lt=None, off=None, doc: str = ""):
-  """A view field's rules: ``choices`` (the key's names in :data:`CHOICES`), bounds, and
-  ``off``: a value outside the bounds that is still allowed (e.g. -1 = 'the default')."""
-  meta = {"choices": choices, "ge": ge, "gt": gt, "le": le, "lt": lt, "off": off, "doc": doc}
-  return dataclasses.field(metadata=meta)
-
-
-def _type_name(tp) -> str:
-  if typing.get_origin(tp) is tuple:
-    return f"a tuple of {typing.get_args(tp)[0].__name__}"
-  return {int: "an int", float: "a float", bool: "a bool", str: "a string"}[tp]
-
-
-def _coerce_scalar(value, tp):
-  """``value`` as ``tp``, or raises TypeError. Ints pass as floats; nothing else converts."""
-  if tp is bool:
-    if isinstance(value, bool | np.bool_):
-      return bool(value)
-  elif tp is int:
-    if isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_):
-      return int(value)
-  elif tp is float:
-    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(
-      value, bool | np.bool_
-    ):
-      return float(value)
-  elif tp is str:
-    if isinstance(value, str):
-      return value
-  raise TypeError
-
-
-def coerce(key: str, value, tp):
-  """``value`` checked against the annotation ``tp`` (see the module docstring)."""
-  try:
-    if typing.get_origin(tp) is tuple:
-      if not isinstance(value, tuple | list):
-        raise TypeError
-      (elem, _) = typing.get_args(tp)
-      return tuple(_coerce_scalar(v, elem) for v in value)
-    return _coerce_scalar(value, tp)
-  except TypeError:
-    raise ValueError(
-      f"config key {key} = {value!r} ({type(value).__name__}) must be {_type_name(tp)}"
-    ) from None
-
-
-def _bound_text(meta) -> str:
-  parts = [f"{op} {meta[k]}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))]
-  parts = [p for p, k in zip(parts, ("ge", "gt", "le", "lt"), strict=True) if meta[k] is not None]
-  text = " and ".join(parts)
-  return text + (f" (or {meta['off']!r})" if meta["off"] is not None else "")
-
-
-def check_field(key: str, value, meta) -> None:
-  """The choices and range rules of one field (already of its type)."""
-  if meta["choices"]:
-    valid = CHOICES[key]
-    if value not in valid:
-      raise ValueError(f"config key {key} = {value!r} is not one of {sorted(valid)}")
-  if meta["off"] is not None and value == meta["off"]:
-    return
-  values = value if isinstance(value, tuple) else (value,)
-  for v in values:
-    bad = (
-      (meta["ge"] is not None and not v >= meta["ge"])
-      or (meta["gt"] is not None and not v > meta["gt"])
-      or (meta["le"] is not None and not v <= meta["le"])
-      or (meta["lt"] is not None and not v < meta["lt"])
-      or (isinstance(v, float) and not math.isfinite(v))
-    )
-    if bad:
-      raise ValueError(f"config key {key} = {value!r} must be {_bound_text(meta)}")
-
-
-def build_view(cls, group: str, values):
-  """``cls`` (a frozen view dataclass) from a mapping ``values`` (a ConfigDict group), every
-  field typed and checked; the group's own cross-field rules run in ``cls.check``."""
-  hints = typing.get_type_hints(cls)
-  names = [f.name for f in dataclasses.fields(cls)]
-  missing = [n for n in names if n not in values]
-  if missing:
-    raise ValueError(f"config group {group} lacks key(s) {missing}")
-  kwargs = {}
-  for f in dataclasses.fields(cls):
-    key = f"{group}.{f.name}"
-    kwargs[f.name] = coerce(key, values[f.name], hints[f.name])
-    check_field(key, kwargs[f.name], f.metadata)
-  view = cls(**kwargs)
-  view.check()
-  return view
-
-
-def fail(message: str) -> typing.NoReturn:
-  raise ValueError(message)
 
 
 def check_experiment(e) -> None:
@@ -279,4 +143,4 @@ def _check_data(e) -> None:
       )
 
 
-__all__ = ["CHOICES", "REGISTRIES", "check_experiment", "coerce", "spec"]
+__all__ = ["REGISTRIES", "check_experiment"]

@@ -35,7 +35,7 @@ class EvalLoop:
 
   @classmethod
   def from_config(cls, rollout, eval_cfg, chunk_problems: int, progress: bool = True):
-    return cls(rollout, int(eval_cfg.num_samples), chunk_problems, tuple(eval_cfg.ks), progress)
+    return cls(rollout, eval_cfg.num_samples, chunk_problems, eval_cfg.ks, progress)
 
   def sample_and_grade(self, policy: Policy, problems, rng, desc: str = "eval") -> dict:
     """Per-problem arrays ``correct_PxN``, ``lengths_PxN``, ``truncated_PxN`` and the texts

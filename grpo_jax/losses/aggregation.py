@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from grpo_jax.config import views
 from grpo_jax.losses.registry import lookup
 
 
@@ -34,7 +33,7 @@ def denominators(mask_NxT, cfg_loss, width: int | None = None) -> dict:
   ``width``: the response slots T that T_max falls back to (``loss.norm_length`` = 0) when the
   mask is cut to fewer slots than were sampled; None = the mask's own width.
   """
-  norm_length = views.of(cfg_loss, "loss").norm_length  # the view checks it is >= 0
+  norm_length = cfg_loss.norm_length
   valid_NxT = jnp.asarray(mask_NxT) > 0
   width = valid_NxT.shape[1] if width is None else int(width)
   t_max = norm_length if norm_length > 0 else width

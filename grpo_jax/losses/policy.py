@@ -17,7 +17,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from grpo_jax.config import views
 from grpo_jax.losses import ratios
 from grpo_jax.losses.aggregation import AGGREGATIONS, token_mean
 from grpo_jax.losses.kl import KL_ESTIMATORS, kl_penalty
@@ -55,10 +54,9 @@ LOSS_KINDS = {
 
 def resolve_clip(cfg_loss) -> tuple[float, float]:
   """(ε_low, ε_high): ``loss.clip_low`` / ``clip_high``, a negative value meaning the kind's."""
-  cfg_loss = views.of(cfg_loss, "loss")
   kind = lookup(LOSS_KINDS, cfg_loss.kind, "loss.kind")
-  eps_low = float(cfg_loss.clip_low) if cfg_loss.clip_low >= 0 else kind.eps_low
-  eps_high = float(cfg_loss.clip_high) if cfg_loss.clip_high >= 0 else kind.eps_high
+  eps_low = cfg_loss.clip_low if cfg_loss.clip_low >= 0 else kind.eps_low
+  eps_high = cfg_loss.clip_high if cfg_loss.clip_high >= 0 else kind.eps_high
   if not 0.0 <= eps_low < 1.0:
     raise ValueError(f"loss.clip_low must be in [0, 1) (or -1 = default), got {eps_low}")
   return eps_low, eps_high
@@ -66,12 +64,12 @@ def resolve_clip(cfg_loss) -> tuple[float, float]:
 
 def _check(cfg_loss, ref_logps_NxT, entropy_NxT) -> None:
   # The values themselves are checked by the ``loss`` view; these rules need the inputs.
-  if ref_logps_NxT is None and float(cfg_loss.kl_coef) != 0.0:
+  if ref_logps_NxT is None and cfg_loss.kl_coef != 0.0:
     raise ValueError(
       f"loss.kl_coef = {cfg_loss.kl_coef} needs ref_logps_NxT (the reference model's "
       "log-probs); pass them or set loss.kl_coef = 0"
     )
-  if entropy_NxT is None and float(cfg_loss.entropy_coef) != 0.0:
+  if entropy_NxT is None and cfg_loss.entropy_coef != 0.0:
     raise ValueError(
       f"loss.entropy_coef = {cfg_loss.entropy_coef} needs entropy_NxT; pass it or set "
       "loss.entropy_coef = 0"
@@ -95,8 +93,8 @@ def policy_loss(
     advantages_N: per-row advantage A_i (constant; broadcast over the row's tokens).
     mask_NxT: 1/True on tokens that enter the loss (METHODS §4 statement 14); anything at masked
       positions of the other inputs (padding, -inf, NaN) is ignored, in values and gradients.
-    cfg_loss: the typed ``loss`` view (``grpo_jax.config.views.Loss``) or the ``loss``
-      ConfigDict group (converted, and checked, by ``views.of``), read at trace time.
+    cfg_loss: the experiment's validated ``loss`` group (typed and in range), read at trace
+      time.
     denoms: ``denominators(mask of the WHOLE step, cfg_loss)``, the same for every micro-batch.
     terms: the KL and entropy terms' inputs (:class:`Terms`); None = no such term (its
       coefficient, loss.kl_coef or loss.entropy_coef, must then be 0).
@@ -116,15 +114,14 @@ def policy_loss(
     Fractions and means divide by the step's valid-token count (token_mean), whatever the
     loss aggregation, so they stay fractions.
   """
-  cfg_loss = views.of(cfg_loss, "loss")
   kind = lookup(LOSS_KINDS, cfg_loss.kind, "loss.kind")
   agg = lookup(AGGREGATIONS, cfg_loss.aggregation, "loss.aggregation")
   lookup(KL_ESTIMATORS, cfg_loss.kl_estimator, "loss.kl_estimator")  # fail early on a typo
   eps_low, eps_high = resolve_clip(cfg_loss)
   ref_logps_NxT, entropy_NxT = terms or Terms()
   _check(cfg_loss, ref_logps_NxT, entropy_NxT)
-  kl_coef, entropy_coef = float(cfg_loss.kl_coef), float(cfg_loss.entropy_coef)
-  log_clamp = float(cfg_loss.ratio_log_clamp)
+  kl_coef, entropy_coef = cfg_loss.kl_coef, cfg_loss.entropy_coef
+  log_clamp = cfg_loss.ratio_log_clamp
 
   valid_NxT = jnp.asarray(mask_NxT) > 0
   dtype = jnp.result_type(logps_NxT, jnp.float32)  # at least fp32 (bf16 log-probs upcast)
@@ -135,9 +132,7 @@ def policy_loss(
   adv_NxT = jax.lax.stop_gradient(jnp.where(valid_NxT, adv_NxT, 0.0))
 
   ratio_NxT = kind.ratio(logps_NxT, old_logps_NxT, valid_NxT, log_clamp)
-  loss_NxT, flags = clipped_surrogate(
-    ratio_NxT, adv_NxT, eps_low, eps_high, float(cfg_loss.dual_clip)
-  )
+  loss_NxT, flags = clipped_surrogate(ratio_NxT, adv_NxT, eps_low, eps_high, cfg_loss.dual_clip)
   policy = agg(loss_NxT, valid_NxT, denoms)
   total = policy
 

@@ -40,14 +40,14 @@ def load_tokenizer(path: str | pathlib.Path):
 def policy_config(model_cfg, vocab_size: int | None = None) -> ModelConfig:
   """The ModelConfig a random init would use (preset or explicit fields); vocab_size as in
   ``ModelConfig.from_config``."""
-  preset = model_cfg.get("preset", "")
+  preset = model_cfg.preset
   if not preset:
     return ModelConfig.from_config(model_cfg, vocab_size=vocab_size)
   if preset not in PRESETS:
     raise ValueError(f"unknown model.preset '{preset}'; available: {sorted(PRESETS)}")
-  cfg = dataclasses.replace(PRESETS[preset], remat=str(model_cfg.get("remat", "none")))
-  if int(model_cfg.vocab_size) > 0:
-    cfg = dataclasses.replace(cfg, vocab_size=int(model_cfg.vocab_size))
+  cfg = dataclasses.replace(PRESETS[preset], remat=model_cfg.remat)
+  if model_cfg.vocab_size > 0:
+    cfg = dataclasses.replace(cfg, vocab_size=model_cfg.vocab_size)
   return cfg
 
 
@@ -63,17 +63,15 @@ def build_policy(cfg, vocab_size: int | None = None) -> tuple[nnx.GraphDef, dict
   cover the task tokenizer's ``vocab_size`` ids (a larger, padded vocabulary is fine).
   """
   m = cfg.model
-  hf_path = m.get("hf_path", "")
+  hf_path = m.hf_path
   if hf_path:
-    model = load_pretrained(
-      hf_path, dtype=str(m.dtype), param_dtype=str(m.param_dtype), tokenizer=False
-    )
+    model = load_pretrained(hf_path, dtype=m.dtype, param_dtype=m.param_dtype, tokenizer=False)
     if vocab_size is not None and model.config.vocab_size < vocab_size:
       raise ValueError(
         f"checkpoint {hf_path} has vocab_size {model.config.vocab_size}, smaller than the task "
         f"tokenizer's {vocab_size}"
       )
-    remat = str(m.get("remat", "none"))
+    remat = m.remat
     if remat == model.config.remat:
       return model.graphdef, model.params
     return abstract_graphdef(dataclasses.replace(model.config, remat=remat)), model.params

@@ -129,27 +129,27 @@ class ModelConfig:
     ``model_cfg.vocab_size == 0`` means "take it from the tokenizer": the ``vocab_size``
     argument is used then.
     """
-    family = model_cfg.get("family", "qwen3")
+    family = model_cfg.family
     if family not in FAMILIES:
       raise ValueError(f"model.family must be one of {sorted(FAMILIES)}, got '{family}'")
-    vocab = int(model_cfg.vocab_size)
+    vocab = model_cfg.vocab_size
     if vocab == 0:
       if vocab_size is None:
         raise ValueError("model.vocab_size is 0 (from the tokenizer) but no vocab_size was given")
-      vocab = int(vocab_size)
+      vocab = vocab_size
     return cls(
       vocab_size=vocab,
-      hidden_dim=int(model_cfg.hidden_dim),
-      num_layers=int(model_cfg.num_layers),
-      num_heads=int(model_cfg.num_heads),
-      num_kv_heads=int(model_cfg.num_kv_heads),
-      head_dim=int(model_cfg.head_dim),
-      mlp_dim=int(model_cfg.mlp_dim),
-      rope_theta=float(model_cfg.rope_theta),
-      norm_eps=float(model_cfg.norm_eps),
-      tie_embeddings=bool(model_cfg.tie_embeddings),
-      dtype=str(model_cfg.dtype),
-      param_dtype=str(model_cfg.param_dtype),
+      hidden_dim=model_cfg.hidden_dim,
+      num_layers=model_cfg.num_layers,
+      num_heads=model_cfg.num_heads,
+      num_kv_heads=model_cfg.num_kv_heads,
+      head_dim=model_cfg.head_dim,
+      mlp_dim=model_cfg.mlp_dim,
+      rope_theta=model_cfg.rope_theta,
+      norm_eps=model_cfg.norm_eps,
+      tie_embeddings=model_cfg.tie_embeddings,
+      dtype=model_cfg.dtype,
+      param_dtype=model_cfg.param_dtype,
       family=family,
-      remat=str(model_cfg.get("remat", "none")),
+      remat=model_cfg.remat,
     )

@@ -22,6 +22,7 @@ import jax
 
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config import views
 from grpo_jax.planning import memory as memory_plan
 from grpo_jax.train.state import uses_reference
 
@@ -42,56 +43,55 @@ class DryRunPlan:
 def model_config(cfg, vocab_size: int | None = None) -> models.ModelConfig:
   """The decoder's shape: a local checkpoint's config.json or ``.gguf`` metadata, else the preset
   or the fields."""
-  hf_path = str(cfg.model.get("hf_path", ""))
-  dtypes = str(cfg.model.dtype), str(cfg.model.param_dtype)
+  hf_path = cfg.model.hf_path
+  dtypes = cfg.model.dtype, cfg.model.param_dtype
   if hf_path and (pathlib.Path(hf_path) / "config.json").exists():
     return models.load_hf_config(hf_path, *dtypes)[0]
   if models.build.is_gguf(hf_path) and pathlib.Path(hf_path).is_file():
     return models.load_gguf_config(hf_path, *dtypes)[0]
   mcfg = models.build.policy_config(cfg.model, vocab_size)
   if hf_path:  # the checkpoint (not here) would be loaded in the config's dtypes
-    mcfg = dataclasses.replace(
-      mcfg, dtype=str(cfg.model.dtype), param_dtype=str(cfg.model.param_dtype)
-    )
+    mcfg = dataclasses.replace(mcfg, dtype=cfg.model.dtype, param_dtype=cfg.model.param_dtype)
   return mcfg
 
 
 def _widths(cfg) -> tuple[int, int, int | None]:
   """(P prompt tokens, R response tokens, the task vocabulary or None)."""
-  response = int(cfg.sampling.max_new_tokens)
-  if cfg.strategy.enabled and int(cfg.strategy.num_previews) > 1:
-    response += int(cfg.strategy.max_preview_tokens)
+  response = cfg.sampling.max_new_tokens
+  if cfg.strategy.enabled and cfg.strategy.num_previews > 1:
+    response += cfg.strategy.max_preview_tokens
   if cfg.data.task == "countdown":
     from grpo_jax.data import CountdownTask  # noqa: PLC0415
 
     task = CountdownTask(cfg.data.num_numbers, cfg.data.max_number, cfg.data.max_target, 0)
     return task.prompt_len, response, len(task.tokenizer)
-  return int(cfg.data.max_prompt_tokens), response, None
+  return cfg.data.max_prompt_tokens, response, None
 
 
 def plan(cfg, num_devices: int | None = None, hardware: memory_plan.Hardware | None = None):
   """The memory plan of ``cfg`` on its mesh (``-1`` axes take ``num_devices``; default: the
   product of the explicit axes, or ``jax.device_count()``), on TPU v5p chips by default."""
-  sizes = [int(cfg.mesh.data), int(cfg.mesh.fsdp), int(cfg.mesh.tensor)]
+  cfg = views.build(cfg)
+  sizes = [cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor]
   if num_devices is None:
     num_devices = math.prod(sizes) if -1 not in sizes else jax.device_count()
   shape = shard_lib.mesh_shape(cfg.mesh, num_devices)
   dp = shape[0] * shape[1]
-  rows = int(cfg.sampling.prompts_per_step) * int(cfg.sampling.group_size)
+  rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
   if rows % dp:
     raise ValueError(f"B·G = {rows} rows do not split over data·fsdp = {dp} devices")
   prompt, response, vocab = _widths(cfg)
   mcfg = model_config(cfg, vocab)
-  micro = int(cfg.loss.micro_batch_size) or rows // max(1, int(cfg.loss.num_minibatches))
+  micro = cfg.loss.micro_batch_size or rows // max(1, cfg.loss.num_minibatches)
   work = memory_plan.Workload(
-    prompts=int(cfg.sampling.prompts_per_step),
-    group_size=int(cfg.sampling.group_size),
+    prompts=cfg.sampling.prompts_per_step,
+    group_size=cfg.sampling.group_size,
     prompt_tokens=prompt,
     response_tokens=response,
     micro_batch_rows=max(1, micro // dp),
     reference=uses_reference(cfg),
-    remat="full" if str(cfg.model.get("remat", "none")) != "none" else "none",
-    vocab_chunk=int(cfg.model.logps_vocab_chunk),
+    remat="full" if cfg.model.remat != "none" else "none",
+    vocab_chunk=cfg.model.logps_vocab_chunk,
   )
   hw = hardware or dataclasses.replace(
     memory_plan.TPU_V5P_64, name=f"TPU v5p, {num_devices} chips", chips=num_devices

@@ -95,9 +95,9 @@ def _shape_round(batch: RolloutBatch, cfg) -> RolloutBatch:
   if dapo.overlong_penalty:
     rewards_N = raw_N + overlong_penalty_N(
       batch.lengths_N,
-      int(cfg.sampling.max_new_tokens),
-      int(dapo.overlong_buffer),
-      float(dapo.overlong_penalty_weight),
+      cfg.sampling.max_new_tokens,
+      dapo.overlong_buffer,
+      dapo.overlong_penalty_weight,
     )
   keep_N = ~batch.truncated_N if dapo.overlong_filter else np.ones_like(batch.truncated_N)
   return batch.replace(rewards_N=rewards_N, accuracy_N=raw_N, loss_mask_N=keep_N)
@@ -127,8 +127,8 @@ def _select(batches: list[RolloutBatch], picks: list[tuple[int, int]], num_rows:
 
 def prompts_per_round(cfg, row_multiple: int = 1) -> int:
   """ceil(oversample·B), rounded up until its G rows divide over ``row_multiple`` devices."""
-  B, G = int(cfg.sampling.prompts_per_step), int(cfg.sampling.group_size)
-  factor = float(cfg.dapo.oversample) if cfg.dapo.dynamic_sampling else 1.0
+  B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
+  factor = cfg.dapo.oversample if cfg.dapo.dynamic_sampling else 1.0
   if factor < 1.0:
     raise ValueError(f"dapo.oversample must be >= 1, got {factor}")
   count = math.ceil(factor * B - 1e-9)
@@ -141,7 +141,7 @@ def max_prompts_per_step(cfg, row_multiple: int = 1) -> int:
   """The most prompts one step of :func:`sample_batch` draws from the stream: every round's
   :func:`prompts_per_round`, over ``dapo.max_sampling_rounds`` rounds with dynamic sampling
   (one round without). Budgets that read the stream ahead (the presample) use it."""
-  rounds = int(cfg.dapo.max_sampling_rounds) if cfg.dapo.dynamic_sampling else 1
+  rounds = cfg.dapo.max_sampling_rounds if cfg.dapo.dynamic_sampling else 1
   return prompts_per_round(cfg, row_multiple) * max(rounds, 1)
 
 
@@ -202,10 +202,10 @@ def sample_batch(
 
   exchange = RowExchange() if exchange is None else exchange
   dapo = cfg.dapo
-  B, G = int(cfg.sampling.prompts_per_step), int(cfg.sampling.group_size)
+  B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
   count = prompts_per_round(cfg, row_multiple)
   field = filter_field(cfg)
-  rounds = int(dapo.max_sampling_rounds) if dapo.dynamic_sampling else 1
+  rounds = dapo.max_sampling_rounds if dapo.dynamic_sampling else 1
   if rounds < 1:
     raise ValueError(f"dapo.max_sampling_rounds must be >= 1, got {rounds}")
 

@@ -70,7 +70,7 @@ class OneStageRollout:
     )
 
   def __call__(self, policy: Policy, problems, rng) -> RolloutBatch:
-    return self.sample(policy, problems, int(self.cfg.sampling.group_size), rng)
+    return self.sample(policy, problems, self.cfg.sampling.group_size, rng)
 
   def eval_sample(self, policy: Policy, problems, num_samples: int, rng) -> RolloutBatch:
     return self.sample(policy, problems, num_samples, rng)

@@ -38,7 +38,7 @@ def presample_budget(cfg, row_multiple: int) -> int:
   """Prompts the presample must hold: ``strategy.presample_prompts``, or every prompt the run
   can draw (steps × what one step of ``dynamic_sampling.sample_batch`` reads)."""
   per_step = dynamic_sampling.max_prompts_per_step(cfg, row_multiple)
-  return int(cfg.strategy.presample_prompts) or cfg.steps * per_step
+  return cfg.strategy.presample_prompts or cfg.steps * per_step
 
 
 class TwoStageRollout:
@@ -150,7 +150,7 @@ class TwoStageRollout:
   def __call__(self, policy: Policy, problems, rng) -> RolloutBatch:
     """A training rollout: G = ``sampling.group_size`` rows per problem; previews from the
     presample when open. Counts every row's reward against its preview."""
-    batch, texts_N = self.sample(policy, problems, int(self.cfg.sampling.group_size), rng)
+    batch, texts_N = self.sample(policy, problems, self.cfg.sampling.group_size, rng)
     self.stats.add(texts_N, batch.rewards_N)
     return batch
 

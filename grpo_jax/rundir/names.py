@@ -1,10 +1,51 @@
-"""File names of a sweep's run directories, read by the sweep, its Ray launcher and the
-aggregation alike."""
+"""Every file name of a run directory and of a sweep's root, read and written by the loop, the
+sweeps, the evaluation and the aggregation alike (``grpo_jax.rundir.read`` reads them)."""
 
+# A run directory.
+CONFIG = "config.json"  # the config, its hashes, provenance and recorded changes
+METRICS = "metrics.jsonl"  # one line of scalars per step
+SAMPLES = "samples.jsonl"  # a few sampled rollouts per step
 RESULTS = "results.json"  # a finished run's summary
+WARMSTART = "warmstart.json"  # the warm start's loss and pass@1 history
+STRATEGY_PREVIEWS = "strategy_previews.json"  # success rate per preview (two-stage runs)
+WANDB_ID = "wandb_id.txt"  # the W&B run id, so a resumed run continues it
+CHECKPOINTS = "checkpoints"  # orbax step directories
+TENSORBOARD = "tb"  # TensorBoard event files
+PLOTS = "plots"  # figures drawn at the end
+REWARD_CURVE = "reward_curve.png"  # under PLOTS
+EVAL = "eval"  # eval/<benchmark>_step<k>.json and _problems.jsonl
+EVAL_SUMMARY = "summary.md"  # under EVAL: pass@k over steps
+PROFILE = "profile"  # the difficulty profile
+PASS_RATES = "pass_rates.jsonl"  # under PROFILE (pass_rates_step<k>.jsonl after step 0)
+PRESAMPLE = "presample"  # presampled strategy previews
+PRESAMPLE_META = "meta.json"  # under PRESAMPLE (or strategy.presample_path)
+
+# A sweep's members and root.
 ERROR = "error.txt"  # a failed run's traceback
 RUN_INFO = "sweep_run.json"  # one run's name, overrides and status
 SWEEP_INFO = "sweep.json"  # the sweep's summary at its root
 LOG = "log.txt"  # one run's console log
 
-__all__ = ["ERROR", "LOG", "RESULTS", "RUN_INFO", "SWEEP_INFO"]
+__all__ = [
+  "CHECKPOINTS",
+  "CONFIG",
+  "ERROR",
+  "EVAL",
+  "EVAL_SUMMARY",
+  "LOG",
+  "METRICS",
+  "PASS_RATES",
+  "PLOTS",
+  "PRESAMPLE",
+  "PRESAMPLE_META",
+  "PROFILE",
+  "RESULTS",
+  "REWARD_CURVE",
+  "RUN_INFO",
+  "SAMPLES",
+  "STRATEGY_PREVIEWS",
+  "SWEEP_INFO",
+  "TENSORBOARD",
+  "WANDB_ID",
+  "WARMSTART",
+]

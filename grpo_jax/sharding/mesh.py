@@ -29,7 +29,7 @@ BATCH_AXES = ("data", "fsdp")
 
 def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, int, int]:
   """Resolves -1 entries so the product equals ``num_devices``."""
-  sizes = [int(mesh_cfg.data), int(mesh_cfg.fsdp), int(mesh_cfg.tensor)]
+  sizes = [mesh_cfg.data, mesh_cfg.fsdp, mesh_cfg.tensor]
   if sizes.count(-1) > 1:
     raise ValueError(f"at most one mesh axis may be -1, got {dict(zip(AXES, sizes))}")
   known = math.prod(s for s in sizes if s != -1)
@@ -106,9 +106,8 @@ def split_axes(shardings) -> set[str]:
 
 
 def rules_for(mesh_cfg, role: str = "train") -> rules_lib.Rules:
-  """The preset named by ``mesh.train_rules`` / ``mesh.sample_rules`` (defaults train/sample)."""
-  key = f"{role}_rules"
-  return rules_lib.get_rules(str(mesh_cfg.get(key, role)))
+  """The preset named by ``mesh.train_rules`` (``role`` 'train') or ``mesh.sample_rules``."""
+  return rules_lib.get_rules(mesh_cfg[f"{role}_rules"])
 
 
 def state_shardings(state_shapes, mesh, rules: rules_lib.Rules | str = "train"):

@@ -17,8 +17,7 @@ package (K against G, source, delimiter, preview length) are checked when a conf
 
 def is_two_stage(cfg) -> bool:
   """Strategy sampling with K = ``strategy.num_previews`` > 1 (K = 1 is plain sampling)."""
-  s = cfg.strategy if "strategy" in cfg else None
-  return bool(s is not None and s.enabled and int(s.num_previews) > 1)
+  return cfg.strategy.enabled and cfg.strategy.num_previews > 1
 
 
 def id_units(cfg) -> dict[str, int]:
@@ -26,7 +25,7 @@ def id_units(cfg) -> dict[str, int]:
   subgroup ids count prompts too on the one-stage path, and preview slots b·K + k (K per
   prompt, ``layout.row_ids``; merged previews share the smallest slot of their prompt) on the
   two-stage one (K = ``strategy.num_previews``)."""
-  k = int(cfg.strategy.num_previews) if is_two_stage(cfg) else 1
+  k = cfg.strategy.num_previews if is_two_stage(cfg) else 1
   return {"group_ids_N": 1, "subgroup_ids_N": k}
 
 

@@ -62,10 +62,10 @@ class PreviewSpec:
       )
     stop_ids = tuple(stop_ids or (tokenizer.eos_token_id,))
     return cls(
-      int(strategy_cfg.num_previews),
-      int(strategy_cfg.max_preview_tokens),
+      strategy_cfg.num_previews,
+      strategy_cfg.max_preview_tokens,
       tuple(tokenizer.encode(strategy_cfg.preview_template, add_special_tokens=False)),
-      str(strategy_cfg.delimiter),
+      strategy_cfg.delimiter,
       delimiter_ids,
       tuple(int(i) for i in stop_ids),
       int(tokenizer.pad_token_id),

@@ -15,6 +15,7 @@ import shutil
 from etils import epath
 
 from grpo_jax import models
+from grpo_jax.config import views
 from grpo_jax.models import build, gguf_io, hf_config, hf_io
 from grpo_jax.rundir import paths
 from grpo_jax.sharding import distributed
@@ -26,8 +27,8 @@ GENERATION_CONFIG = "generation_config.json"
 def source_config(cfg, vocab_size: int):
   """(ModelConfig, transformers config or None) of the run's policy, without loading weights."""
   m = cfg.model
-  hf_path = m.get("hf_path", "")
-  dtype, param_dtype = str(m.dtype), str(m.param_dtype)
+  hf_path = m.hf_path
+  dtype, param_dtype = m.dtype, m.param_dtype
   if not hf_path:
     return build.policy_config(m, vocab_size), None
   if build.is_gguf(hf_path):
@@ -39,7 +40,7 @@ def source_config(cfg, vocab_size: int):
 
 
 def _generation_config(cfg, tokenizer, out: pathlib.Path) -> None:
-  hf_path = cfg.model.get("hf_path", "")
+  hf_path = cfg.model.hf_path
   if hf_path and not build.is_gguf(hf_path):
     source = hf_io.resolve_checkpoint(hf_path) / GENERATION_CONFIG
     if source.exists():
@@ -59,6 +60,7 @@ def export_run(
   ``gs://``); returns ``out``. ``log`` prints on process 0 only."""
   from grpo_jax.train.loop import setup
 
+  cfg = views.build(cfg)
   if paths.is_uri(out):
     raise ValueError(f"export writes a local Hugging Face directory (--out); got {out}")
   workdir, out = epath.Path(workdir), pathlib.Path(out)
@@ -72,7 +74,7 @@ def export_run(
   params = ckpt.restore(abstract_like(s.state_shapes, s.state_shardings), step)["params"]
   ckpt.close()
   model_cfg, hf = source_config(cfg, len(s.task.tokenizer))
-  hf_path = cfg.model.get("hf_path", "")
+  hf_path = cfg.model.hf_path
   tokenizer = build.load_tokenizer(hf_path) if hf_path else s.task.tokenizer
   model = models.HFModel(s.graphdef, params, model_cfg, tokenizer, hf)
   if distributed.is_primary():

@@ -19,7 +19,7 @@ from etils import epath
 from grpo_jax import data, models, strategy
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
-from grpo_jax.config import provenance, resume
+from grpo_jax.config import provenance, resume, views
 from grpo_jax.data import pass_rates
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
@@ -63,6 +63,7 @@ class Setup:
 
 
 def setup(cfg, log=print) -> Setup:
+  cfg = views.build(cfg)
   # Mesh.
   mesh = shard_lib.make_mesh(cfg.mesh)
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
@@ -146,6 +147,7 @@ def evaluate_run(cfg, workdir: paths.PathLike, step: int | None = None, log=prin
   """``launch.py --mode=eval``: evaluates a run directory's checkpoint (the latest, or ``step``)
   or, with no checkpoint there, the policy as built (``model.hf_path`` or a fresh init).
   ``log`` prints on process 0 only."""
+  cfg = views.build(cfg)
   workdir = epath.Path(workdir)
   log = distributed.primary_log(log)
   s = setup(cfg, log=log)
@@ -184,7 +186,10 @@ def train(
   A workdir with a checkpoint resumes only under the config it started with (up to the keys of
   ``grpo_jax.config.resume.RESUMABLE``) unless ``allow_config_change``, which records the change.
   ``log`` prints on process 0 only (every process runs the same loop and would repeat it).
+  ``cfg``: the experiment, a loaded ConfigDict or its validated ``views.Experiment`` (built
+  here once, and passed on).
   """
+  cfg = views.build(cfg)
   workdir = epath.Path(workdir)
   log = distributed.primary_log(log)
   workdir.mkdir(parents=True, exist_ok=True)
@@ -253,7 +258,7 @@ def train(
       source = profile.profile_path(workdir, at)
       sample_params = shard_lib.reshard(state["params"], s.sample_shardings)
       rows = profile.Profiler(cfg, task, mesh, graphdef).run(sample_params, source, at)
-      log(pass_rates.level_table(rows, G, tuple(cfg.data.pass_rate_band) or None))
+      log(pass_rates.level_table(rows, G, cfg.data.pass_rate_band or None))
     if profile_only:
       ckpt.close()
       metrics_writer.close()

@@ -63,7 +63,7 @@ class Profiler:
 
   def __init__(self, cfg, task, mesh, graphdef):
     self.cfg, self.task, self.mesh, self.graphdef = cfg, task, mesh, graphdef
-    n = int(cfg.profile.num_samples)
+    n = cfg.profile.num_samples
     rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
     self.chunk = max(1, rows // n)  # problems per sampler call: B·G rows when n divides it
     self.loop = EvalLoop(OneStageRollout(cfg, task), n, self.chunk, progress=False)
@@ -113,7 +113,7 @@ def apply_band(cfg, task, source: epath.Path, log=print) -> dict:
       f"data.pass_rate_band needs a profile at {source}: run launch.py --mode=profile on this "
       "workdir first, or set data.pass_rate_file"
     )
-  band = tuple(cfg.data.pass_rate_band)
+  band = cfg.data.pass_rate_band
   rows = pass_rates.read(source)
   ids = pass_rates.band_ids(rows, band)
   if not ids:

@@ -24,7 +24,7 @@ def init_state(params, optimizer: optax.GradientTransformation, cfg) -> dict:
   state = {
     "params": params,
     "opt_state": optimizer.init(params),
-    "anchor": advantages.init_anchor(cfg),
+    "anchor": advantages.init_anchor(cfg.hadw),
     "step": jnp.zeros((), jnp.int32),
     "rng": jax.random.PRNGKey(cfg.seed),
     "data_pos": jnp.zeros((), jnp.int32),
@@ -33,14 +33,14 @@ def init_state(params, optimizer: optax.GradientTransformation, cfg) -> dict:
     # A copy, not an alias: the update donates the state, and one buffer may not be donated
     # twice. Frozen, so its matrices are kept as the forward pass reads them (float32 masters
     # with bf16 compute: a bf16 reference, same log-probs, half the bytes).
-    ref_params = compute_params(params, cfg.model.get("dtype", "float32"))
+    ref_params = compute_params(params, cfg.model.dtype)
     state["ref_params"] = jax.tree.map(jnp.copy, ref_params)
   return state
 
 
 def uses_reference(cfg) -> bool:
   """Whether the run keeps and runs a reference model (``loss.kl_coef != 0``)."""
-  return float(cfg.loss.kl_coef) != 0.0
+  return cfg.loss.kl_coef != 0.0
 
 
 def step_keys(rng, step: int) -> dict[str, jax.Array]:

@@ -80,7 +80,7 @@ def prompt_share(cfg, num_rows: int, parts: int, blocks: int) -> int:
   ``blocks`` device blocks: ``shared_prompt.group_run`` with loss.share_prompt, else 1."""
   if not cfg.loss.share_prompt:
     return 1
-  return group_run(int(cfg.sampling.group_size), num_rows, parts, blocks)
+  return group_run(cfg.sampling.group_size, num_rows, parts, blocks)
 
 
 def check_shared_prompts(batch, group_size: int, prompt_len: int) -> None:
@@ -150,17 +150,17 @@ def make_update_fn(
   (``grpo_jax.train.length_buckets``): the loss's constant normaliser counts T, not the cut
   width (``losses.denominators``); None = the batch's own width.
   """
-  temperature = float(cfg.sampling.temperature)
-  use_kl = float(cfg.loss.kl_coef) != 0.0
-  use_entropy = float(cfg.loss.entropy_coef) != 0.0
-  iterations, minibatches = int(cfg.loss.num_iterations), int(cfg.loss.num_minibatches)
+  temperature = cfg.sampling.temperature
+  use_kl = cfg.loss.kl_coef != 0.0
+  use_entropy = cfg.loss.entropy_coef != 0.0
+  iterations, minibatches = cfg.loss.num_iterations, cfg.loss.num_minibatches
   if iterations < 1 or minibatches < 1:
     raise ValueError(
       f"loss.num_iterations ({iterations}) and loss.num_minibatches ({minibatches}) must be >= 1"
     )
-  micro_rows = int(cfg.loss.micro_batch_size)
+  micro_rows = cfg.loss.micro_batch_size
 
-  vocab_chunk = int(cfg.model.get("logps_vocab_chunk", 0))
+  vocab_chunk = cfg.model.logps_vocab_chunk
 
   def completion_logps(params, rows, share, with_entropy=False):
     # model.logps_vocab_chunk > 0: online logsumexp over vocabulary chunks, no N×L×V logits.

@@ -33,7 +33,7 @@ def base(**kw):
 
 def outputs(cfg, steps=3):
   """Advantages of the last of ``steps`` calls (anchor threaded), plus the final anchor."""
-  anchor = adv_lib.init_anchor(cfg)
+  anchor = adv_lib.init_anchor(cfg.hadw)
   rng = np.random.default_rng(0)
   for t in range(steps):
     r = R if t == steps - 1 else (rng.random(R.shape) < 0.3 + 0.3 * t).astype(np.float32)

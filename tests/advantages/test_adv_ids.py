@@ -12,7 +12,7 @@ R = np.array([1, 0, 1, 0, 0.5], np.float32)
 
 def run(gid, sid=None):
   cfg = base_config()
-  return adv_lib.compute(R, gid, sid, cfg, adv_lib.init_anchor(cfg), jax.random.key(0))
+  return adv_lib.compute(R, gid, sid, cfg, adv_lib.init_anchor(cfg.hadw), jax.random.key(0))
 
 
 def test_dense_ids_and_padding_pass():
@@ -32,7 +32,7 @@ def test_ids_at_or_above_n_are_rejected(which):
 def test_traced_ids_are_not_checked():
   """Under jit the ids cannot be read; an id >= N then silently drops its row (documented)."""
   cfg = base_config()
-  anchor = adv_lib.init_anchor(cfg)
+  anchor = adv_lib.init_anchor(cfg.hadw)
 
   @jax.jit
   def f(gid):

@@ -28,7 +28,7 @@ def cfg_with(**kw):
 
 
 def run(cfg, r=R, g=GID, s=SID, anchor=None, key=KEY):
-  anchor = adv_lib.init_anchor(cfg) if anchor is None else anchor
+  anchor = adv_lib.init_anchor(cfg.hadw) if anchor is None else anchor
   adv, new_anchor, aux = adv_lib.compute(r, g, s, cfg, anchor, key)
   return np.asarray(adv), new_anchor, aux
 

@@ -169,7 +169,7 @@ def check_combo(combo, seed, coef=-0.7, lam=1.3, eta=3.0, past=5):
   cfg = make_cfg(combo, coef, lam, eta)
   rewards, gids, sids = random_batch(rng)
   key = jax.random.key(seed)
-  anchor = adv_lib.init_anchor(cfg)
+  anchor = adv_lib.init_anchor(cfg.hadw)
   ys = list(rng.uniform(0.2, 0.8, past))
   for y in ys:  # drive the anchor through earlier steps
     _, anchor, _ = adv_lib.update_anchor(anchor, jnp.float32(y), cfg.hadw)

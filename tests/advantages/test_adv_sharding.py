@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     cfg.hadw.enabled = True
     for k, v in kw.items():
       cfg.advantage[k] = v
-    anchor = adv_lib.init_anchor(cfg)
+    anchor = adv_lib.init_anchor(cfg.hadw)
     f = jax.jit(functools.partial(adv_lib.compute, cfg=cfg))
     key = jax.random.key(3)
     want = f(rewards, gids, sids, anchor=anchor, rng=key)

@@ -31,7 +31,7 @@ def run_sequence(ys, cfg):
 
 def test_init_anchor_keys_shapes_and_disabled_passthrough():
   cfg = base_config()
-  anchor = adv_lib.init_anchor(cfg)
+  anchor = adv_lib.init_anchor(cfg.hadw)
   assert tuple(anchor) == adv_lib.ANCHOR_KEYS
   assert anchor["history"].shape == (cfg.hadw.history,)
   assert all(v.dtype in (jnp.float32, jnp.int32) for v in anchor.values())
@@ -100,7 +100,7 @@ def test_batch_accuracy_counts_all_valid_rows_including_degenerate_groups():
   cfg.hadw.enabled = True
   r = np.array([1, 1, 1, 0, 1, 0, 0.0, 0.9], np.float32)
   g = np.array([0, 0, 0, 1, 1, 2, 2, -1])  # group 0 all correct, padded row ignored
-  _, anchor, aux = adv_lib.compute(r, g, g, cfg, adv_lib.init_anchor(cfg), jax.random.key(0))
+  _, anchor, aux = adv_lib.compute(r, g, g, cfg, adv_lib.init_anchor(cfg.hadw), jax.random.key(0))
   np.testing.assert_allclose(float(aux["hadw/batch_acc"]), 4 / 7, rtol=1e-6)
   np.testing.assert_allclose(float(aux["hadw/anchor"]), 4 / 7, rtol=1e-6)  # first step
   np.testing.assert_allclose(float(anchor["history"][0]), 4 / 7, rtol=1e-6)

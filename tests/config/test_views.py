@@ -32,10 +32,10 @@ def test_choices_are_the_registries():
 
   from grpo_jax.config import checks
 
-  assert set(checks.REGISTRIES) == set(checks.CHOICES) - {"model.remat", "strategy.source"}
+  assert set(checks.REGISTRIES) == set(views.CHOICES) - {"model.remat", "strategy.source"}
   for key, (module, table) in checks.REGISTRIES.items():
     names = getattr(importlib.import_module(module), table)
-    assert tuple(sorted(names)) == checks.CHOICES[key], key
+    assert tuple(sorted(names)) == views.CHOICES[key], key
 
 
 def test_build_gives_frozen_typed_views():
@@ -158,7 +158,7 @@ def test_math_gives_the_same_numbers_on_views_and_configdicts():
   r = np.array([1, 0, 1, 1, 0, 0, 1, 0], np.float32)
   gid = np.array([0, 0, 0, 0, 4, 4, 4, 4], np.int32)
   sid = np.array([0, 0, 1, 1, 4, 5, 5, 5], np.int32)
-  anchor, key = adv_lib.init_anchor(cfg), jax.random.key(0)
+  anchor, key = adv_lib.init_anchor(cfg.hadw), jax.random.key(0)
   a1, _, _ = adv_lib.compute(r, gid, sid, cfg, anchor, key)
   a2, _, _ = adv_lib.compute(r, gid, sid, views.build(cfg, cross=False), anchor, key)
   np.testing.assert_array_equal(np.asarray(a1), np.asarray(a2))
@@ -264,3 +264,25 @@ def test_decode_slots_rules():
   config_file.load(TINY, ["sampling.decode_slots=8", "mesh.data=4"])
   with pytest.raises(ValueError, match=r"decode_slots = 6 must be a multiple of .* = 4"):
     config_file.load(TINY, ["sampling.decode_slots=6", "mesh.data=4"])
+
+
+def test_every_key_is_declared_with_a_doc_and_docs_config_is_current():
+  from grpo_jax.config import reference
+
+  for name, cls in views.GROUPS.items():
+    for f in dataclasses.fields(cls):
+      assert f.metadata["doc"], f"{name}.{f.name} has no doc"
+  page = (ROOT / "docs/config.md").read_text()
+  assert page == reference.markdown(), "regenerate: python -m grpo_jax.config.reference"
+
+
+def test_a_declaration_is_the_default_and_the_rule():
+  # The field's declaration is what base_config holds and what validation enforces: change
+  # one declaration and both move.
+  field = next(f for f in dataclasses.fields(views.Loss) if f.name == "ratio_log_clamp")
+  assert base_config().loss.ratio_log_clamp == field.default == 20.0
+  assert field.metadata["gt"] == 0
+  cfg = base_config()
+  cfg.loss.ratio_log_clamp = 0.0
+  with pytest.raises(ValueError, match=r"loss.ratio_log_clamp = 0.0 must be > 0"):
+    views.build(cfg)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, views
 
 
 def make_inputs(seed=0):
@@ -25,10 +25,11 @@ def make_inputs(seed=0):
 
 
 def make_cfg(**kw):
+  """The validated ``loss`` group, as the math receives it (bad values fail here)."""
   cfg = base_config().loss
   for k, v in kw.items():
     cfg[k] = v
-  return cfg
+  return views.of(cfg, "loss")
 
 
 def run(cfg, inputs=None):
@@ -132,7 +133,7 @@ def test_resolve_clip_defaults_and_overrides():
   ],
 )
 def test_unknown_names_list_the_valid_ones(key, value, valid):
-  # The loss view (``views.of``) rejects the name before the registry lookup would.
+  # The validated group rejects the name before the registry lookup would.
   with pytest.raises(ValueError, match=rf"loss.{key} = '{value}' is not one of \[.*{valid}"):
     run(make_cfg(**{key: value}))
 

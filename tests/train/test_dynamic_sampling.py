@@ -194,7 +194,7 @@ def test_hadw_accuracy_covers_dropped_groups():
     batch.group_ids_N,
     batch.subgroup_ids_N,
     cfg,
-    advantages.init_anchor(cfg),
+    advantages.init_anchor(cfg.hadw),
     jax.random.PRNGKey(0),
   )
   _, _, aux_kept = advantages.compute(*args)
@@ -302,7 +302,9 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
   def adv(enabled, **kw):
     cfg.hadw.enabled = enabled
     args = (batch.rewards_N, batch.group_ids_N, batch.subgroup_ids_N, cfg)
-    out, _, aux = advantages.compute(*args, advantages.init_anchor(cfg), jax.random.key(0), **kw)
+    out, _, aux = advantages.compute(
+      *args, advantages.init_anchor(cfg.hadw), jax.random.key(0), **kw
+    )
     return np.asarray(out), aux
 
   plain, _ = adv(False)

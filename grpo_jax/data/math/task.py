@@ -76,7 +76,7 @@ class MathTask:
     """Loads ``data.train_set`` and ``data.eval_sets`` (catalogue names; local paths in
     ``data.train_path`` / ``data.eval_paths`` when given)."""
     d = cfg.data
-    weights = tuple(d.level_weights) or None  # the generated sets' levels, train and held out
+    weights = d.level_weights or None  # the generated sets' levels, train and held out
     train, _ = load_math_dataset(d.train_set, d.train_path or None, level_weights=weights)
     paths = dict(zip(d.eval_sets, d.eval_paths)) if d.eval_paths else {}
     evals = {

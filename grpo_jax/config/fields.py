@@ -1,0 +1,168 @@
+"""The declaration machinery of the config groups: a key's default, type, choices, range and
+doc in one dataclass field (:func:`spec`), and the checks that build a group from a mapping.
+
+A group (``grpo_jax.config.groups_run`` / ``groups_method``) is a frozen dataclass whose fields
+are its keys. Building it (:func:`build_view`) checks
+
+* each value's type, from the annotation (``int``, ``float``, ``bool``, ``str``,
+  ``tuple[T, ...]``): a string where a number is expected, a float or an int where a bool is,
+  fail;
+* its choices (the names of the registry of the module that reads the key, so the error lists
+  exactly the names the code accepts; ``tests/config/test_views.py`` checks they agree) and
+  its range (``ge``/``gt``/``le``/``lt``, finite floats);
+* the group's own cross-field rules (``View.check``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+
+import numpy as np
+
+
+class View:
+  """Base of the groups: read-only mapping access as on a ConfigDict group."""
+
+  GROUP = ""
+
+  def __getitem__(self, key: str):
+    return getattr(self, key)
+
+  def __contains__(self, key: str) -> bool:
+    return key in self.keys()
+
+  def keys(self) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(self))
+
+  def check(self) -> None:
+    """The group's cross-field rules (overridden where a group has some)."""
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def group(name: str):
+  """Class decorator: a frozen dataclass declaring the config group ``name``."""
+
+  def wrap(cls):
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    cls.GROUP = name
+    return cls
+
+  return wrap
+
+
+RULES = ("ge", "gt", "le", "lt", "off")
+
+
+def spec(default, *, choices: tuple[str, ...] = (), doc: str = "", **rules):
+  """One config key: its default, its valid ``choices`` (an enum key), its ``doc`` and its
+  range ``rules``: bounds ``ge``/``gt``/``le``/``lt`` and ``off``, a value outside them that
+  is still allowed (e.g. -1 = 'the default')."""
+  unknown = set(rules) - set(RULES)
+  if unknown:
+    raise TypeError(f"spec() rules are {RULES}, not {sorted(unknown)}")
+  meta = {"choices": choices, "doc": doc, **dict.fromkeys(RULES), **rules}
+  return dataclasses.field(default=default, metadata=meta)
+
+
+def _type_name(tp) -> str:
+  if typing.get_origin(tp) is tuple:
+    return f"a tuple of {typing.get_args(tp)[0].__name__}"
+  return {int: "an int", float: "a float", bool: "a bool", str: "a string"}[tp]
+
+
+def _coerce_scalar(value, tp):
+  """``value`` as ``tp``, or raises TypeError. Ints pass as floats; nothing else converts."""
+  if tp is bool:
+    if isinstance(value, bool | np.bool_):
+      return bool(value)
+  elif tp is int:
+    if isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_):
+      return int(value)
+  elif tp is float:
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+      value, bool | np.bool_
+    ):
+      return float(value)
+  elif tp is str:
+    if isinstance(value, str):
+      return value
+  raise TypeError
+
+
+def coerce(key: str, value, tp):
+  """``value`` checked against the annotation ``tp`` (see the module docstring)."""
+  try:
+    if typing.get_origin(tp) is tuple:
+      if not isinstance(value, tuple | list):
+        raise TypeError
+      (elem, _) = typing.get_args(tp)
+      return tuple(_coerce_scalar(v, elem) for v in value)
+    return _coerce_scalar(value, tp)
+  except TypeError:
+    raise ValueError(
+      f"config key {key} = {value!r} ({type(value).__name__}) must be {_type_name(tp)}"
+    ) from None
+
+
+def rule_text(meta) -> str:
+  """A field's rules in words: its choices, or its bounds (``''`` when it has none)."""
+  if meta["choices"]:
+    return "one of " + ", ".join(meta["choices"])
+  return _bound_text(meta) if any(meta[k] is not None for k in RULES[:4]) else ""
+
+
+def _bound_text(meta) -> str:
+  parts = [f"{op} {meta[k]}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))]
+  parts = [p for p, k in zip(parts, ("ge", "gt", "le", "lt"), strict=True) if meta[k] is not None]
+  text = " and ".join(parts)
+  return text + (f" (or {meta['off']!r})" if meta["off"] is not None else "")
+
+
+def check_field(key: str, value, meta) -> None:
+  """The choices and range rules of one field (already of its type)."""
+  if meta["choices"]:
+    valid = meta["choices"]
+    if value not in valid:
+      raise ValueError(f"config key {key} = {value!r} is not one of {sorted(valid)}")
+  if meta["off"] is not None and value == meta["off"]:
+    return
+  values = value if isinstance(value, tuple) else (value,)
+  for v in values:
+    bad = (
+      (meta["ge"] is not None and not v >= meta["ge"])
+      or (meta["gt"] is not None and not v > meta["gt"])
+      or (meta["le"] is not None and not v <= meta["le"])
+      or (meta["lt"] is not None and not v < meta["lt"])
+      or (isinstance(v, float) and not math.isfinite(v))
+    )
+    if bad:
+      raise ValueError(f"config key {key} = {value!r} must be {_bound_text(meta)}")
+
+
+def build_view(cls, group: str, values):
+  """``cls`` (a frozen view dataclass) from a mapping ``values`` (a ConfigDict group), every
+  field typed and checked; the group's own cross-field rules run in ``cls.check``."""
+  hints = typing.get_type_hints(cls)
+  names = [f.name for f in dataclasses.fields(cls)]
+  missing = [n for n in names if n not in values]
+  if missing:
+    raise ValueError(f"config group {group} lacks key(s) {missing}")
+  kwargs = {}
+  for f in dataclasses.fields(cls):
+    key = f"{group}.{f.name}"
+    kwargs[f.name] = coerce(key, values[f.name], hints[f.name])
+    check_field(key, kwargs[f.name], f.metadata)
+  view = cls(**kwargs)
+  view.check()
+  return view
+
+
+def fail(message: str) -> typing.NoReturn:
+  raise ValueError(message)
+
+
+__all__ = ["View", "build_view", "coerce", "fail", "group", "rule_text", "spec"]

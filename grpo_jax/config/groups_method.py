@@ -1,0 +1,188 @@
+"""The declaration of the method's config groups: strategy, advantage, hadw, loss, dapo,
+optimizer. Each field is one key with its default, rules and doc
+(:func:`grpo_jax.config.fields.spec`); the formulas are in docs/advantages.md, docs/losses.md
+and docs/strategy.md.
+"""
+
+from __future__ import annotations
+
+from grpo_jax.config.fields import View, fail, group, spec
+
+
+@group("strategy")
+class Strategy(View):
+  """Strategy-conditioned two-stage sampling (docs/strategy.md): K previews per prompt, then
+  G/K completions on prompt + preview; the subgroup id is the preview's index."""
+
+  enabled: bool = spec(False, doc="off (or num_previews = 1) = one-stage GRPO sampling")
+  num_previews: int = spec(4, ge=1, doc="K")
+  source: str = spec(
+    "presampled",
+    choices=("online", "presampled"),
+    doc="presampled (drawn once by the initial policy) | online (by the current policy)",
+  )
+  max_preview_tokens: int = spec(4, ge=1, doc="the preview's budget; responses hold it too")
+  preview_template: str = spec("", doc="text after the prompt that asks for the preview")
+  delimiter: str = spec(
+    ";",
+    doc=(
+      "the stop string that ends a preview: the first token whose decoded text completes it is "
+      "the preview's last (also when the tokenizer merges it into a larger token)"
+    ),
+  )
+  merge_identical: bool = spec(
+    False, doc="previews equal after whitespace and case folding share a subgroup"
+  )
+  train_on_preview: bool = spec(False, doc="preview tokens in the loss mask (never rewarded)")
+  presample_path: str = spec("", doc="the presampled previews; '' = <workdir>/presample")
+  presample_prompts: int = spec(0, ge=0, doc="prompts to presample; 0 = steps x B")
+
+  def check(self):
+    if self.enabled and not self.delimiter:
+      fail("config key strategy.delimiter = '' must be a non-empty stop string")
+
+
+@group("advantage")
+class Advantage(View):
+  """The baseline and normalisation (docs/advantages.md)."""
+
+  baseline: str = spec(
+    "group",
+    choices=("group", "rloo", "subgroup_offset"),
+    doc="b_i: the group mean, leave-one-out, or the group mean + alpha x the subgroup's offset",
+  )
+  offset_coef: float = spec(0.0, doc="alpha in b_i = mu_g + alpha * delta_s")
+  scale: str = spec(
+    "group", choices=("batch", "group", "none"), doc="the std that divides the advantages"
+  )
+  scale_of: str = spec(
+    "rewards", choices=("advantages", "rewards"), doc="what that std is taken of"
+  )
+  eps: float = spec(1e-6, ge=0, doc="added to the std")
+  offset_shuffle: bool = spec(False, doc="control: permute the offsets across subgroups")
+  offset_shuffle_scope: str = spec(
+    "prompt", choices=("batch", "prompt"), doc="the shuffle permutes within a prompt or the batch"
+  )
+  offset_shuffle_recenter: bool = spec(
+    False, doc="recentre the shuffled offsets to zero row-weighted mean per prompt"
+  )
+  offset_noise: bool = spec(
+    False,
+    doc=(
+      "control: each prompt's offsets replaced by zero-sum Gaussian noise of the same "
+      "row-weighted RMS"
+    ),
+  )
+  offset_magnitude_scramble: bool = spec(
+    False,
+    doc="control: each prompt's non-zero offsets trade magnitudes, each keeping its sign",
+  )
+  offset_magnitude_scramble_rebalance: bool = spec(
+    True, doc="scale both signs' scrambled offsets back to the real mass (zero-sum advantages)"
+  )
+
+
+@group("hadw")
+class Hadw(View):
+  """HA-DW (arXiv 2601.08521; docs/advantages.md): a history-aware difficulty anchor
+  reweights each advantage."""
+
+  enabled: bool = spec(False, doc="reweight the advantages")
+  anchor: str = spec(
+    "window", choices=("fixed", "kalman", "window"), doc="how the anchor C_t is tracked"
+  )
+  history: int = spec(10, ge=1, doc="h (window) and m (kalman sigma buffer)")
+  include_current: bool = spec(False, doc="the anchor includes the current step's accuracy")
+  lambda_scale: float = spec(1.3, gt=0, doc="lambda, the weight's scale")
+  eta: float = spec(0.1, ge=0, doc="kalman: the base forgetting factor")
+  sigma_of: str = spec(
+    "beliefs", choices=("beliefs", "observations"), doc="kalman: what sigma is taken of"
+  )
+  fixed_anchor: float = spec(0.5, ge=0, le=1, doc="fixed: the anchor")
+
+
+@group("loss")
+class Loss(View):
+  """The policy loss (docs/losses.md) and the update's passes over a batch."""
+
+  kind: str = spec("grpo", choices=("dapo", "grpo", "gspo"), doc="ratio and default clip range")
+  aggregation: str = spec(
+    "token_mean",
+    choices=("seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm", "token_mean"),
+    doc="how token terms reduce to the loss",
+  )
+  clip_low: float = spec(-1.0, ge=0, lt=1, off=-1.0, doc="epsilon_low; -1 = the kind's default")
+  clip_high: float = spec(-1.0, ge=0, off=-1.0, doc="epsilon_high; -1 = the kind's default")
+  dual_clip: float = spec(0.0, gt=1, off=0.0, doc="c > 1 bounds negative-advantage terms; 0 = off")
+  kl_coef: float = spec(0.0, ge=0, doc="beta of the KL to the reference model; 0 = no reference")
+  kl_estimator: str = spec("k3", choices=("k1", "k2", "k3"), doc="the KL estimator")
+  entropy_coef: float = spec(0.0, doc="entropy bonus")
+  norm_length: int = spec(
+    0, ge=0, doc="T_max of seq_mean_token_sum_norm (Dr. GRPO); 0 = the response slots T"
+  )
+  ratio_log_clamp: float = spec(
+    20.0, gt=0, doc="|log-ratio| bound before exp (per token; GSPO: on log s_i)"
+  )
+  num_iterations: int = spec(
+    1, ge=1, doc="passes over the batch; with mu > 1 steps the old log-probs are recomputed"
+  )
+  num_minibatches: int = spec(1, ge=1, doc="optimizer steps per pass (rows split evenly)")
+  micro_batch_size: int = spec(
+    0, ge=0, doc="rows per gradient-accumulation chunk; 0 = a whole minibatch"
+  )
+  share_prompt: bool = spec(
+    False,
+    doc="each group's prompt runs once in the update's forward passes (Prefix Grouper)",
+  )
+  length_buckets: int = spec(
+    4,
+    ge=0,
+    doc=(
+      "the update runs on the batch cut to its longest completion, rounded up to one of n "
+      "widths ceil(T / 2^k); 0 or 1 = always the full width T"
+    ),
+  )
+
+
+@group("dapo")
+class Dapo(View):
+  """DAPO's extras (Yu et al. 2025; docs/losses.md), applied to a step's rollouts before the
+  update."""
+
+  dynamic_sampling: bool = spec(
+    False, doc="drop groups whose filter_metric is all equal and sample more prompts"
+  )
+  oversample: float = spec(1.0, ge=1, doc="prompts per sampling round = ceil(oversample x B)")
+  max_sampling_rounds: int = spec(3, ge=1, doc="the most sampling rounds a step")
+  filter_metric: str = spec(
+    "acc",
+    choices=("acc", "seq_reward"),
+    doc="what 'all equal' is judged on: the verifier's accuracy, or the shaped reward",
+  )
+  require_full_batch: bool = spec(
+    False, doc="fail when fewer than B groups survive; else train on them (rows padded)"
+  )
+  overlong_filter: bool = spec(
+    False, doc="mask truncated responses (no end token within the budget) out of the loss"
+  )
+  overlong_penalty: bool = spec(
+    False,
+    doc="reward += weight x max(-(L - (L_max - buffer)) / buffer, -1) where L > L_max - buffer",
+  )
+  overlong_buffer: int = spec(4, ge=0, doc="the penalty's buffer, in tokens")
+  overlong_penalty_weight: float = spec(1.0, ge=0, doc="the penalty's weight")
+
+
+@group("optimizer")
+class Optimizer(View):
+  """AdamW with linear warmup, constant after, and global-norm clipping."""
+
+  learning_rate: float = spec(2e-4, ge=0, doc="peak learning rate")
+  warmup_steps: int = spec(5, ge=0, doc="linear warmup steps")
+  weight_decay: float = spec(0.0, ge=0, doc="decoupled weight decay")
+  b1: float = spec(0.9, ge=0, lt=1, doc="Adam beta1")
+  b2: float = spec(0.99, ge=0, lt=1, doc="Adam beta2")
+  grad_clip: float = spec(1.0, ge=0, doc="global gradient-norm bound; 0 = off")
+
+
+__all__ = ["Advantage", "Dapo", "Hadw", "Loss", "Optimizer", "Strategy"]
