@@ -33,7 +33,10 @@ import json
 
 from etils import epath
 
-CONFIG_JSON = "config.json"
+from grpo_jax.rundir import names
+from grpo_jax.rundir import read as read_files
+
+CONFIG_JSON = names.CONFIG
 
 RESUMABLE = (
   "steps",
@@ -100,13 +103,13 @@ def format_changes(changes: dict) -> str:
 
 def has_checkpoint(workdir) -> bool:
   """True if ``workdir/checkpoints`` holds a step (orbax names step directories by number)."""
-  ckpts = epath.Path(workdir) / "checkpoints"
+  ckpts = epath.Path(workdir) / names.CHECKPOINTS
   return ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir())
 
 
 def read(workdir) -> dict | None:
-  path = epath.Path(workdir) / CONFIG_JSON
-  return json.loads(path.read_text()) if path.exists() else None
+  """``config.json`` of ``workdir`` (None when absent)."""
+  return read_files.config(workdir)
 
 
 def check(saved: dict | None, config: dict, workdir, allow_change: bool = False) -> dict:

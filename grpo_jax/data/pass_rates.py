@@ -18,10 +18,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from grpo_jax.rundir import tables
+from grpo_jax.rundir import names, tables
 
-PROFILE_DIR = "profile"
-PASS_RATES = "pass_rates.jsonl"
+PROFILE_DIR = names.PROFILE
+PASS_RATES = names.PASS_RATES
 
 
 def informative_prob(p, group_size: int):

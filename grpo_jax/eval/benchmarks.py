@@ -15,7 +15,7 @@ import numpy as np
 from etils import epath
 
 from grpo_jax.eval import passk
-from grpo_jax.rundir import paths, tables
+from grpo_jax.rundir import names, paths, tables
 
 SUMMARY_KEYS = ("pass@1", "pass@8", "pass@16", "maj@8", "maj@16", "len_mean", "truncated_frac")
 
@@ -50,7 +50,7 @@ def result_name(benchmark: str, eval_cfg) -> str:
 
 
 def result_path(workdir: paths.PathLike, benchmark: str, step: int) -> epath.Path:
-  return epath.Path(workdir) / "eval" / f"{benchmark}_step{step}.json"
+  return epath.Path(workdir) / names.EVAL / f"{benchmark}_step{step}.json"
 
 
 def write_result(workdir, benchmark: str, step: int, result: dict) -> epath.Path:
@@ -68,7 +68,7 @@ def write_result(workdir, benchmark: str, step: int, result: dict) -> epath.Path
 
 def read_results(workdir) -> list[dict]:
   """Every ``eval/<benchmark>_step<k>.json`` of ``workdir``, sorted by (benchmark, step)."""
-  folder = epath.Path(workdir) / "eval"
+  folder = epath.Path(workdir) / names.EVAL
   if not folder.exists():
     return []
   out = []
@@ -115,6 +115,6 @@ def summary_table(results: list[dict]) -> str:
 
 
 def write_summary(workdir) -> epath.Path:
-  path = epath.Path(workdir) / "eval" / "summary.md"
+  path = epath.Path(workdir) / names.EVAL / names.EVAL_SUMMARY
   path.write_text(summary_table(read_results(workdir)) + "\n")
   return path

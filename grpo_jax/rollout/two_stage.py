@@ -21,6 +21,7 @@ from etils import epath
 
 from grpo_jax.rollout import dynamic_sampling
 from grpo_jax.rollout.batch import RolloutBatch
+from grpo_jax.rundir import names
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
 from grpo_jax.strategy import layout
@@ -70,9 +71,9 @@ class TwoStageRollout:
     from grpo_jax import sharding as shard_lib  # noqa: PLC0415
 
     s, B = self.cfg.strategy, self.cfg.sampling.prompts_per_step
-    path = epath.Path(s.presample_path or epath.Path(workdir) / "presample")
+    path = epath.Path(s.presample_path or epath.Path(workdir) / names.PRESAMPLE)
     num = presample_budget(self.cfg, shard_lib.batch_size_multiple(policy.mesh))
-    if not distributed.agree((path / "meta.json").exists()):
+    if not distributed.agree((path / names.PRESAMPLE_META).exists()):
       if step > 0:
         raise PresampleError(
           f"no presample at {path} and the run resumes at step {step}: the "
@@ -171,7 +172,7 @@ class TwoStageRollout:
     every process's rows (process 0 writes)."""
     stats = PreviewStats.merge(distributed.gather_objects([dict(self.stats.counts)]))
     if distributed.is_primary():
-      stats.write(epath.Path(workdir) / "strategy_previews.json")
+      stats.write(epath.Path(workdir) / names.STRATEGY_PREVIEWS)
 
 
 __all__ = ["TwoStageRollout", "presample_budget"]

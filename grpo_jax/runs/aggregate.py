@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 
@@ -26,23 +25,12 @@ from etils import epath
 
 from grpo_jax.config import files as config_file
 from grpo_jax.eval import benchmarks as bench_lib
-from grpo_jax.rundir import tables
-from grpo_jax.rundir.names import ERROR, RESULTS, RUN_INFO, SWEEP_INFO
+from grpo_jax.rundir import read, tables
+from grpo_jax.rundir.names import ERROR
 
 SEED = "seed"
 # Columns the Markdown tables show by default (the CSV holds every column).
 MD_METRICS = ("final/reward/mean", "after/pass@1", "after/pass@8")
-
-
-def _read_json(path: epath.Path):
-  return json.loads(path.read_text()) if path.exists() else None
-
-
-def _read_metrics(run_dir: epath.Path) -> list[dict]:
-  path = run_dir / "metrics.jsonl"
-  if not path.exists():
-    return []
-  return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
 def final_metrics(rows: list[dict], last_k: int) -> dict[str, float]:
@@ -86,7 +74,7 @@ def _eval_files(run_dir: epath.Path) -> tuple[dict | None, dict | None]:
   """(before, after) from ``eval/<benchmark>_step<k>.json`` of the primary benchmark (named by
   ``config.json``'s ``data.eval_sets``): step 0 and the largest step > 0, None where absent."""
   pairs = bench_lib.before_and_after(bench_lib.read_results(run_dir))
-  cfg = (_read_json(run_dir / "config.json") or {}).get("config") or {}
+  cfg = (read.config(run_dir) or {}).get("config") or {}
   name = primary_benchmark(pairs, (cfg.get("data") or {}).get("eval_sets") or ())
   return pairs.get(name, (None, None))
 
@@ -105,9 +93,9 @@ def _held_out(run_dir, results: dict | None) -> tuple[dict | None, dict | None]:
 def load_run(run_dir, last_k: int = 10) -> dict:
   """One flat row for the run in ``run_dir`` (see the module docstring for the columns)."""
   run_dir = epath.Path(run_dir)
-  info = _read_json(run_dir / RUN_INFO) or {}
-  results = _read_json(run_dir / RESULTS)
-  metrics = _read_metrics(run_dir)
+  info = read.run_info(run_dir) or {}
+  results = read.results(run_dir)
+  metrics = read.metrics(run_dir)
   status = "done" if results else "failed" if (run_dir / ERROR).exists() else "partial"
   row = {
     "name": info.get("name", run_dir.name),
@@ -127,11 +115,11 @@ def load_run(run_dir, last_k: int = 10) -> dict:
 def collect(root, last_k: int = 10) -> list[dict]:
   """Rows for every run directory under ``root`` (sorted by name); ``root`` itself if it is one."""
   root = epath.Path(root)
-  if (root / "config.json").exists():
+  if read.is_run(root):
     return [load_run(root, last_k)]
-  dirs = sorted(p for p in root.iterdir() if (p / "config.json").exists() or (p / ERROR).exists())
+  dirs = sorted(p for p in root.iterdir() if read.is_run(p) or (p / ERROR).exists())
   # The sweep's own order (sweep.json) first: conditions then read as the config lists them.
-  order = [e["name"] for e in (_read_json(root / SWEEP_INFO) or {}).get("runs", [])]
+  order = [e["name"] for e in (read.sweep_info(root) or {}).get("runs", [])]
   rank = {name: i for i, name in enumerate(order)}
   dirs.sort(key=lambda p: (rank.get(p.name, len(rank)), p.name))
   return [load_run(d, last_k) for d in dirs]

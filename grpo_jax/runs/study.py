@@ -21,6 +21,7 @@ import math
 import numpy as np
 from etils import epath
 
+from grpo_jax.rundir import names, read
 from grpo_jax.runs import aggregate, power
 
 SUPPORTED, CONTRADICTED, UNRESOLVED = "supported", "contradicted", "not resolved at this power"
@@ -47,7 +48,7 @@ def collect(roots, conditions: dict[str, dict], last_k: int = 10, absent=None) -
   rows = []
   for root in roots:
     root = epath.Path(root)
-    dirs = [p for p in root.iterdir() if (p / "config.json").exists()]
+    dirs = [p for p in root.iterdir() if read.is_run(p)]
     rows += [{**aggregate.load_run(d, last_k), "dir": str(d)} for d in sorted(dirs)]
   return label(rows, conditions, absent)
 
@@ -163,7 +164,7 @@ def stratum_of(correct_fraction: float) -> str:
 
 def problem_files(run_dir) -> dict[int, epath.Path]:
   """step → ``eval/<benchmark>_step<k>_problems.jsonl`` of the run's (single) benchmark."""
-  files = sorted((epath.Path(run_dir) / "eval").glob("*_step*_problems.jsonl"))
+  files = sorted((epath.Path(run_dir) / names.EVAL).glob("*_step*_problems.jsonl"))
   benchmarks = {p.name.rsplit("_step", 1)[0] for p in files}
   if len(benchmarks) > 1:
     raise ValueError(f"{run_dir} holds several benchmarks {sorted(benchmarks)}; pass one run's")
@@ -226,7 +227,7 @@ def curves(rows: list[dict], metric: str) -> dict[str, dict]:
   for r in rows:
     if r["status"] != "done" or "dir" not in r:
       continue
-    series = {m["step"]: m[metric] for m in aggregate._read_metrics(epath.Path(r["dir"]))}
+    series = {m["step"]: m[metric] for m in read.metrics(r["dir"])}
     series = {k: v for k, v in series.items() if isinstance(v, int | float)}
     by_cond.setdefault(r["condition"], []).append(series)
   out = {}

@@ -44,7 +44,7 @@ from etils import epath
 
 from grpo_jax.config import files as config_file
 from grpo_jax.config import resume
-from grpo_jax.rundir import paths
+from grpo_jax.rundir import paths, read
 from grpo_jax.rundir.names import ERROR, LOG, RESULTS, RUN_INFO, SWEEP_INFO
 from grpo_jax.runs import aggregate
 
@@ -146,7 +146,7 @@ def _check_same_config(run_dir: epath.Path, cfg, allow_change: bool = False) -> 
   info_path = run_dir / RUN_INFO
   if not info_path.exists():
     return
-  old, new = json.loads(info_path.read_text()).get("hash"), config_file.content_hash(cfg)
+  old, new = (read.run_info(run_dir) or {}).get("hash"), config_file.content_hash(cfg)
   if not old or old == new:
     return
   saved = resume.read(run_dir)

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from etils import epath
 
-from grpo_jax.rundir import paths
+from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
 from grpo_jax.strategy.previews import PreviewSpec, draw_previews, make_context
@@ -101,7 +101,7 @@ def write_presample(
   num_prompts, progress = plan.num_prompts, plan.progress
   num_chunks = -(-num_prompts // chunk)
   meta = _meta(spec, num_chunks * chunk, chunk, seed)
-  if distributed.agree((path / "meta.json").exists()):
+  if distributed.agree((path / names.PRESAMPLE_META).exists()):
     load_presample(path, spec, meta["num_prompts"])  # validates; raises on a mismatch
     return path
   primary = distributed.is_primary()
@@ -196,13 +196,13 @@ class PresampledPreviews:
 def load_presample(path, spec: PreviewSpec, num_prompts: int) -> PresampledPreviews:
   """Opens and validates a presample file for a run that needs ``num_prompts`` prompts."""
   path = epath.Path(path)
-  if not (path / "meta.json").exists():
+  if not (path / names.PRESAMPLE_META).exists():
     raise PresampleError(
       f"no complete presample at {path} (meta.json missing); run "
       "`python experiments/launch.py --config ... --mode=presample` first"
     )
   try:
-    meta = json.loads((path / "meta.json").read_text())
+    meta = json.loads((path / names.PRESAMPLE_META).read_text())
     dataset = datasets.load_from_disk(str(path / "data"))
   except (OSError, ValueError, FileNotFoundError) as e:
     raise PresampleError(f"cannot read presample {path}: {e}") from e

@@ -17,7 +17,7 @@ from etils import epath
 from grpo_jax import models
 from grpo_jax.config import views
 from grpo_jax.models import build, gguf_io, hf_config, hf_io
-from grpo_jax.rundir import paths
+from grpo_jax.rundir import names, paths
 from grpo_jax.sharding import distributed
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 
@@ -66,7 +66,7 @@ def export_run(
   workdir, out = epath.Path(workdir), pathlib.Path(out)
   log = distributed.primary_log(log)
   s = setup(cfg, log=log)
-  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
+  ckpt = Checkpointer(workdir / names.CHECKPOINTS, cfg.checkpoint.every, cfg.checkpoint.keep)
   if ckpt.latest_step() is None:
     ckpt.close()
     raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}")

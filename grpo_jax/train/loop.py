@@ -25,7 +25,7 @@ from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
 from grpo_jax.rollout import dynamic_sampling
 from grpo_jax.rollout.one_stage import OneStageRollout, build_rollout
-from grpo_jax.rundir import paths
+from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sharding import distributed
 from grpo_jax.train import plots, profile
@@ -130,7 +130,7 @@ def policy_params(cfg, s: Setup, workdir: paths.PathLike, step: int | None, log=
   """``(params, step)``: a run directory's checkpoint (the latest, or ``step``) or, with no
   checkpoint there, the policy as built (``model.hf_path`` or a fresh init) at step 0."""
   workdir = epath.Path(workdir)
-  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
+  ckpt = Checkpointer(workdir / names.CHECKPOINTS, cfg.checkpoint.every, cfg.checkpoint.keep)
   if ckpt.latest_step() is not None:
     step = ckpt.latest_step() if step is None else step
     params = ckpt.restore(abstract_like(s.state_shapes, s.state_shardings), step)["params"]
@@ -212,7 +212,7 @@ def train(
   mesh, task, rollout, graphdef = s.mesh, s.task, s.rollout, s.graphdef
   params, optimizer, state_shardings = s.params, s.optimizer, s.state_shardings
   G = cfg.sampling.group_size
-  ckpt = Checkpointer(workdir / "checkpoints", cfg.checkpoint.every, cfg.checkpoint.keep)
+  ckpt = Checkpointer(workdir / names.CHECKPOINTS, cfg.checkpoint.every, cfg.checkpoint.keep)
   resume_step = ckpt.latest_step()
 
   def make_step(completion_len: int):
@@ -244,7 +244,7 @@ def train(
     if cfg.warmstart.enabled:
       params = shard_lib.replicate(params, mesh)
       params, history = warm_start(graphdef, params, task, cfg, mesh, log=log)
-      write_json(workdir / "warmstart.json", history)
+      write_json(workdir / names.WARMSTART, history)
     state = shard_lib.init_sharded(lambda p: init_state(p, optimizer, cfg), params, state_shardings)
     ckpt.save(0, state)
     ckpt.wait()
@@ -355,7 +355,7 @@ def train(
   if cfg.eval.after:
     results["after"] = primary(evaluate(state["params"], cfg.steps))
   results["wall_time_s"] = time.time() - t_start
-  write_json(workdir / "results.json", results)
+  write_json(workdir / names.RESULTS, results)
   if tracker is not None:
     tracker.close()
   if cfg.logging.plot and distributed.is_primary():

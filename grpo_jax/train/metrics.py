@@ -10,7 +10,7 @@ import jax
 import numpy as np
 from etils import epath
 
-from grpo_jax.rundir import paths
+from grpo_jax.rundir import names, paths
 from grpo_jax.train import tb_events
 
 
@@ -44,9 +44,9 @@ class MetricsWriter:
     steps are dropped (the resumed run redoes them). ``tracker``: also logs each step's metrics
     and samples (``grpo_jax.train.wandb_tracker.WandbTracker``; its owner closes it)."""
     self.tracker = tracker if enabled else None
-    self.path = epath.Path(workdir) / "metrics.jsonl"
-    self.samples_path = epath.Path(workdir) / "samples.jsonl"
-    self.tb_dir = epath.Path(workdir) / "tb"
+    self.path = epath.Path(workdir) / names.METRICS
+    self.samples_path = epath.Path(workdir) / names.SAMPLES
+    self.tb_dir = epath.Path(workdir) / names.TENSORBOARD
     self.enabled = enabled
     self._tb = None
     if enabled and resume_step is not None:
@@ -108,10 +108,3 @@ class MetricsWriter:
   def close(self) -> None:
     if self._tb is not None:
       self._tb.close()
-
-
-def read_metrics(workdir: paths.PathLike) -> list[dict]:
-  path = epath.Path(workdir) / "metrics.jsonl"
-  if not path.exists():
-    return []
-  return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]

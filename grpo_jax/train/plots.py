@@ -7,8 +7,7 @@ import io
 import numpy as np
 from etils import epath
 
-from grpo_jax.rundir import paths
-from grpo_jax.train.metrics import read_metrics
+from grpo_jax.rundir import names, paths, read
 
 
 def reward_curve(workdir: paths.PathLike, window: int = 5) -> epath.Path | None:
@@ -18,7 +17,7 @@ def reward_curve(workdir: paths.PathLike, window: int = 5) -> epath.Path | None:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  rows = read_metrics(workdir)
+  rows = read.metrics(workdir)
   if not rows:
     return None
   steps = np.array([r["step"] for r in rows])
@@ -32,7 +31,7 @@ def reward_curve(workdir: paths.PathLike, window: int = 5) -> epath.Path | None:
   ax.set_ylabel("mean reward")
   ax.grid(alpha=0.3)
   ax.legend()
-  out = epath.Path(workdir) / "plots" / "reward_curve.png"
+  out = epath.Path(workdir) / names.PLOTS / names.REWARD_CURVE
   out.parent.mkdir(parents=True, exist_ok=True)
   fig.tight_layout()
   png = io.BytesIO()

@@ -12,12 +12,12 @@ import uuid
 
 from etils import epath
 
-from grpo_jax.rundir import paths
+from grpo_jax.rundir import names, paths
 
 # logging.wandb_mode: wandb.init's modes ('offline' writes under <workdir>/wandb, synced later
 # with ``wandb sync``).
 MODES = ("disabled", "offline", "online")
-ID_FILE = "wandb_id.txt"
+ID_FILE = names.WANDB_ID
 SAMPLE_COLUMNS = ("prompt", "completion", "answer", "reward", "accuracy", "group", "truncated")
 
 

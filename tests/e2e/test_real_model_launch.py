@@ -24,6 +24,8 @@ import numpy as np
 import pytest
 from real_model_modes import MODES
 
+from grpo_jax.rundir import read
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.xdist_group("smollm2_tier")
 TWO_STAGE = ("presampled", "shuffle", "online")
@@ -63,7 +65,7 @@ def _lines(path: pathlib.Path) -> list[dict]:
 @pytest.mark.parametrize("mode", list(MODES))
 def test_two_rl_steps(runs, mode):
   workdir = runs[0] / mode
-  metrics = _lines(workdir / "metrics.jsonl")
+  metrics = read.metrics(workdir)
   assert [m["step"] for m in metrics] == [1, 2]
   assert all(math.isfinite(v) for m in metrics for v in m.values()), metrics
   if mode == "dapo" and all(m["dapo/kept_groups"] == 0 for m in metrics):
@@ -78,7 +80,7 @@ def test_two_rl_steps(runs, mode):
     assert m["response/len_mean"] > 1.0  # the chat prompt: the model answers, not just ends
     # Accuracy in [0, 1]; DAPO's overlong penalty (up to −1) shapes the reward below it.
     assert (-1.0 if mode == "dapo" else 0.0) <= m["reward/mean"] <= 1.0
-  samples = _lines(workdir / "samples.jsonl")
+  samples = read.samples(workdir)
   assert {s["step"] for s in samples} == {1, 2}
   assert all(s["completion"].strip() and s["prompt"] for s in samples)
   assert all(s["reward"] in (0.0, 1.0) or mode == "dapo" for s in samples)
@@ -104,11 +106,11 @@ def test_profile_and_band(runs):
   assert len(rows) == 8 and len({r["id"] for r in rows}) == 8
   for r in rows:
     assert r["n"] == 2 and r["pass_rate"] == r["correct"] / 2 and r["level"] in range(1, 6)
-  band = json.loads((workdir / "config.json").read_text())["data_band"]
+  band = read.config(workdir)["data_band"]
   kept = sum(0.0 <= r["pass_rate"] <= 0.5 for r in rows)
   assert band["band"] == [0.0, 0.5] and band["counts"]["all"]["kept"] == kept
   assert band["counts"]["all"]["kept"] + band["counts"]["all"]["dropped"] == 8
-  metrics = _lines(workdir / "metrics.jsonl")
+  metrics = read.metrics(workdir)
   assert metrics[0]["data/band_problems"] == kept
   # The curriculum: the pool re-profiled under the step-1 policy, and the band moved to it.
   step1 = _lines(workdir / "profile" / "pass_rates_step1.jsonl")
@@ -118,7 +120,7 @@ def test_profile_and_band(runs):
   kept1 = sum(r["pass_rate"] <= 0.5 for r in step1)
   assert moved["counts"]["all"]["kept"] == kept1 == metrics[1]["data/band_problems"]
   kept_ids = {r["id"] for r in rows + step1 if r["pass_rate"] <= 0.5}  # either step's band
-  assert {s["problem_id"] for s in _lines(workdir / "samples.jsonl")} <= kept_ids
+  assert {s["problem_id"] for s in read.samples(workdir)} <= kept_ids
   # The profile of the last checkpoint (step 2), resumed from its first chunk.
   path = workdir / "profile" / "pass_rates_step2.jsonl"
   assert path.read_text() == path.with_suffix(".uninterrupted").read_text()
@@ -130,7 +132,7 @@ def test_warm_start_and_evaluation(runs):
   """The GRPO run warm-started on the worked solutions (chat turns, real tokens) and was
   evaluated on the held-out arithmetic after RL."""
   workdir = runs[0] / "grpo"
-  history = json.loads((workdir / "warmstart.json").read_text())
+  history = read.warmstart(workdir)
   assert [h["step"] for h in history] == [1, 2]
   for h in history:
     # Cross-entropy over the solutions' tokens: 0 would mean an empty loss mask. (The 2-layer

@@ -1,13 +1,14 @@
 """End to end through the launcher with strategy sampling on (8 simulated devices): presample
 mode, then training that resumes from it and reads the stored previews."""
 
-import json
 import pathlib
 import subprocess
 import sys
 
 import datasets
 import pytest
+
+from grpo_jax.rundir import read
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FLAGS = [
@@ -45,13 +46,13 @@ def test_presample_then_train(tmp_path, launcher_env):
 
   out = _launch(launcher_env, tmp_path)
   assert "resumed from checkpoint at step 0" in out and "| after RL |" in out
-  lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  lines = read.metrics(tmp_path)
   assert [x["step"] for x in lines] == [1, 2]
   for m in lines:  # G = 4 over K = 3 previews: subgroups of 2, 1, 1
     assert m["strategy/subgroup_size_min"] == 1 and m["strategy/subgroup_size_max"] == 2
     assert m["strategy/alloc_remainder"] == 1 and 1 <= m["strategy/distinct_previews"] <= 3
     assert "adv/offset_abs_mean" in m and "strategy/subgroup_reward_spread" in m
-  table = json.loads((tmp_path / "strategy_previews.json").read_text())
+  table = read.strategy_previews(tmp_path)
   assert sum(r["rollouts"] for r in table) == 2 * 8 * 4
-  results = json.loads((tmp_path / "results.json").read_text())
+  results = read.results(tmp_path)
   assert results["after"]["sampling"]["strategy"]["num_previews"] == 3

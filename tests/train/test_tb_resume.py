@@ -1,8 +1,9 @@
 """A resumed run's metrics writer drops the steps after the restored checkpoint from
 TensorBoard's event files, as from metrics.jsonl: each step appears once."""
 
+from grpo_jax.rundir import read
 from grpo_jax.train import tb_events
-from grpo_jax.train.metrics import MetricsWriter, read_metrics
+from grpo_jax.train.metrics import MetricsWriter
 
 
 def _run(workdir, steps, resume_step=None):
@@ -19,7 +20,7 @@ def test_resume_purges_tensorboard_past_the_resumed_step(tmp_path):
   got = tb_events.scalars(tmp_path / "tb")
   for tag in ("loss/total", "reward/mean"):
     assert got[tag] == [1, 2, 3, 4, 5, 6], tag
-  assert [m["step"] for m in read_metrics(tmp_path)] == [1, 2, 3, 4, 5, 6]
+  assert [m["step"] for m in read.metrics(tmp_path)] == [1, 2, 3, 4, 5, 6]
 
 
 def test_values_after_resume_are_the_new_ones(tmp_path):
