@@ -6,23 +6,26 @@ setup(
     version="0.1.0",
     description="JAX-native GRPO/DAPO/GSPO with strategy subgroup offsets and HA-DW",
     packages=find_packages(include=["grpo_jax", "grpo_jax.*"]),
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     install_requires=[
-        "jax>=0.5",
+        "jax>=0.7.1",  # jax.set_mesh
         "flax>=0.10",
         "optax>=0.2",
         "orbax-checkpoint>=0.11",
         "ml-collections>=0.1",
-        "absl-py",
         "numpy",
+        "scipy",  # the study statistics (t intervals, power)
         "transformers>=4.50",
         "tokenizers>=0.20",
         "datasets>=3.0",
         "sympy",
-        # math grading: math-verify accepts only these ANTLR runtimes (4.9.3 / 4.11.0 / 4.13.2)
+        # math grading: math-verify's parser runs on the ANTLR runtimes 4.9.3 / 4.11.0 / 4.13.2;
+        # 4.9.3 is the one Hydra and omegaconf pin, so grpo_jax installs beside verl. Pinned here:
+        # math-verify's own [antlr4-9-3] extra names latex2sympy2_extended's with underscores,
+        # which pip does not match, and so installs nothing.
         "math-verify==0.9.0",
         "latex2sympy2_extended==1.11.0",
-        "antlr4-python3-runtime==4.13.2",
+        "antlr4-python3-runtime==4.9.3",
         "tensorboardX",
         # run-directory paths on any file system orbax reads (local, gs://)
         "etils[epath]",
@@ -36,7 +39,7 @@ setup(
         # imports it.
         "dev": ["pytest>=8", "pytest-xdist", "pytest-rerunfailures>=14", "hypothesis", "ruff",
                 "import-linter>=2.1",
-                "nbclient", "ipykernel", "safetensors", "torch==2.13.0", "accelerate", "wandb",
+                "nbclient", "ipykernel", "pandas", "safetensors", "torch==2.13.0", "accelerate", "wandb",
                 "gcsfs", "google-cloud-storage", "gcp-storage-emulator", "ray[default]"],
         # sweeps on a Ray cluster (launch.py --sweep --launcher=ray)
         "ray": ["ray[default]"],
@@ -49,5 +52,7 @@ setup(
         "bench": ["trl", "torch==2.13.0"],
         "tpu": ["jax[tpu]", "gcsfs", "google-cloud-storage"],
         "gpu": ["jax[cuda12]"],
+        # the notebooks under notebooks/
+        "notebooks": ["jupyter", "pandas", "ipykernel", "nbclient"],
     },
 )

@@ -17,6 +17,13 @@ import pytest  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(items):
+  """The ``slow`` end-to-end tests first (a stable sort, the same on every xdist worker): the
+  two workers start the long runs at once and the short tests fill in after, so no minutes-long
+  run starts last and holds one worker while the other idles."""
+  items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 # -- the update tests' set-up: the tiny model, a state, and a synthetic RolloutBatch (no sampling,
 # so each test compiles only the update). Fixtures hand out the functions; the compiled updates
 # are cached per process.

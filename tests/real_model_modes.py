@@ -90,6 +90,11 @@ def main(root: str, hf_dir: str) -> int:
     code = launch.main(base + ["--workdir", str(root / mode)] + common + overrides)
     if code:
       return code
+  # docs/custom_task.md's example: its own rows and reward functions, through the launcher.
+  custom = ["--config", str(ROOT / f"configs/custom_task.py:tiny=1,hf_path={hf_dir}")]
+  code = launch.main(custom + ["--workdir", str(root / "custom")] + common)
+  if code:
+    return code
   # --mode=profile on the band run's last checkpoint, then once more after cutting the file
   # back to its first chunk and a half-written line (a killed profile): it must end the same.
   profile = base + common + MODES["band"] + ["--workdir", str(root / "band"), "--mode=profile"]

@@ -21,6 +21,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "model.dtype": ("grpo_jax.models.model_config", "DTYPES"),
   "model.param_dtype": ("grpo_jax.models.model_config", "DTYPES"),
   "data.task": ("grpo_jax.data.registry", "TASKS"),
+  "data.bad_rows": ("grpo_jax.data.dataset_task", "BAD_ROWS"),
   "data.template": ("grpo_jax.data.math.templates", "TEMPLATES"),
   "advantage.baseline": ("grpo_jax.advantages.baselines", "BASELINES"),
   "advantage.scale": ("grpo_jax.advantages.normalize", "SCALES"),
@@ -126,6 +127,11 @@ def _check_data(e) -> None:
     fail(
       "config key data.level_weights weights the generated set's levels: it needs "
       f"data.task = 'math' and data.train_set = 'arithmetic', not {d.train_set!r}"
+    )
+  if d.task == "dataset" and not (d.train_path and e.model.hf_path and e.reward.functions):
+    fail(
+      "config key data.task = 'dataset' needs data.train_path (the rows), model.hf_path (the "
+      "tokenizer) and reward.functions (the rewards; docs/custom_task.md)"
     )
   if d.chat_template not in ("auto", "none") and not os.path.isfile(d.chat_template):
     fail(

@@ -42,6 +42,31 @@ class Strategy(View):
       fail("config key strategy.delimiter = '' must be a non-empty stop string")
 
 
+@group("reward")
+class Reward(View):
+  """Own reward functions (docs/custom_task.md), called as TRL's ``reward_funcs``:
+  ``fn(prompts, completions, **columns) -> list[float | None]``; () = the task's grader."""
+
+  functions: tuple[str, ...] = spec(
+    (),
+    doc="'module:fn', 'path/to/file.py:fn' or a built-in grader ('math', 'countdown')",
+  )
+  weights: tuple[float, ...] = spec((), doc="one weight per function; () = 1 each")
+
+  def check(self):
+    from grpo_jax.rewards.functions import check_name  # noqa: PLC0415
+
+    for name in self.functions:
+      problem = check_name(name)
+      if problem:
+        fail(f"config key reward.functions: {problem}")
+    if self.weights and len(self.weights) != len(self.functions):
+      fail(
+        f"config key reward.weights = {self.weights} needs one weight per function of "
+        f"reward.functions = {self.functions}, or ()"
+      )
+
+
 @group("advantage")
 class Advantage(View):
   """The baseline and normalisation (docs/advantages.md)."""
@@ -185,4 +210,4 @@ class Optimizer(View):
   grad_clip: float = spec(1.0, ge=0, doc="global gradient-norm bound; 0 = off")
 
 
-__all__ = ["Advantage", "Dapo", "Hadw", "Loss", "Optimizer", "Strategy"]
+__all__ = ["Advantage", "Dapo", "Hadw", "Loss", "Optimizer", "Reward", "Strategy"]

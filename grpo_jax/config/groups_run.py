@@ -63,20 +63,43 @@ class Model(View):
 
 @group("data")
 class Data(View):
-  """The prompts, answers and verifier: 'countdown' (the built-in CPU task) or 'math'."""
+  """The prompts, answers and verifier: 'countdown' (the built-in CPU task), 'math', or
+  'dataset' (your own rows)."""
 
-  task: str = spec("countdown", choices=("countdown", "math"), doc="the task")
+  task: str = spec(
+    "countdown",
+    choices=("countdown", "dataset", "math"),
+    doc="the built-in countdown or math task, or your own rows (docs/custom_task.md)",
+  )
   num_numbers: int = spec(3, ge=1, doc="countdown: digits per problem")
   max_number: int = spec(9, ge=1, doc="countdown: the largest digit")
   max_target: int = spec(99, ge=1, doc="countdown: the largest target")
-  eval_size: int = spec(200, ge=0, doc="held-out problems, disjoint from the training problems")
+  eval_size: int = spec(
+    200,
+    ge=0,
+    doc="held-out problems, disjoint from the training problems (dataset: with no eval_paths)",
+  )
   train_set: str = spec(
     "dapo_math_17k_dedup", doc="math: a catalogue name (grpo_jax.data.math.CATALOGUE)"
   )
-  train_path: str = spec("", doc="math: a local copy of the training set ('' = the catalogue's)")
+  train_path: str = spec(
+    "",
+    doc="math: a local copy of the training set ('' = the catalogue's); dataset: the rows",
+  )
   eval_sets: tuple[str, ...] = spec(("aime24",), doc="math: the benchmarks evaluated")
-  eval_paths: tuple[str, ...] = spec((), doc="math: local copies of eval_sets, in their order")
+  eval_paths: tuple[str, ...] = spec(
+    (), doc="math: local copies of eval_sets, in their order; dataset: the evaluation sets"
+  )
   template: str = spec("dapo", choices=("boxed", "dapo", "hadw"), doc="math: the prompt template")
+  prompt_key: str = spec(
+    "prompt", doc="dataset: the prompt column (a string, or a list of chat messages)"
+  )
+  answer_key: str = spec("", doc="dataset: the answer column a grader reads ('' = none)")
+  bad_rows: str = spec(
+    "error",
+    choices=("error", "skip"),
+    doc="dataset: a malformed row stops the load, or is dropped and counted",
+  )
   chat_template: str = spec(
     "auto",
     doc=(

@@ -18,7 +18,15 @@ from ml_collections import ConfigDict
 
 from grpo_jax.config.checks import check_experiment
 from grpo_jax.config.fields import View, build_view, check_field, coerce, spec
-from grpo_jax.config.groups_method import Advantage, Dapo, Hadw, Loss, Optimizer, Strategy
+from grpo_jax.config.groups_method import (
+  Advantage,
+  Dapo,
+  Hadw,
+  Loss,
+  Optimizer,
+  Reward,
+  Strategy,
+)
 from grpo_jax.config.groups_run import (
   Checkpoint,
   Data,
@@ -40,6 +48,7 @@ GROUPS: dict[str, type[View]] = {
     Profile,
     Sampling,
     Strategy,
+    Reward,
     Advantage,
     Hadw,
     Loss,
@@ -75,6 +84,7 @@ class Experiment:
   profile: Profile
   sampling: Sampling
   strategy: Strategy
+  reward: Reward
   advantage: Advantage
   hadw: Hadw
   loss: Loss

@@ -69,6 +69,8 @@ class Problem:
 class CountdownTask:
   """Problems, prompts, rewards and supervised warm-start batches of Countdown-N."""
 
+  votes = True  # the expression is the answer: evaluation reports maj@k
+
   delimiter = grammar.DELIMITER
 
   def __init__(self, num_numbers=3, max_number=9, max_target=99, eval_size=200, seed=0):
@@ -80,6 +82,8 @@ class CountdownTask:
     self.pad_id: int = self.tokenizer.pad_token_id
     self.eos_id: int = self.tokenizer.eos_token_id
     self.stop_ids: tuple[int, ...] = (self.eos_id,)
+    self.last_reward_metrics: dict[str, float] = {}  # the grader reports nothing per call
+    self.load_metrics: dict[str, float] = {}  # every problem is generated, none dropped
     vocab = self.tokenizer.get_vocab()
     self._char_to_id = {c: i for c, i in vocab.items() if len(c) == 1}
     self._id_to_text = np.array([""] * len(vocab), dtype=object)

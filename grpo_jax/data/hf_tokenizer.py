@@ -58,16 +58,17 @@ def resolve_chat_template(tokenizer, setting: str) -> str | None:
   )
 
 
-def encode_prompts(tokenizer, texts: list[str], chat_template: str | None) -> list[list[int]]:
-  """Token ids of user prompts: each wrapped in the chat template with the generation prompt
-  (the template writes any BOS itself, so no special tokens are added on top), or raw text
-  with the special tokens the tokenizer adds (its BOS, if any). One batched call."""
+def encode_prompts(tokenizer, texts: list, chat_template: str | None) -> list[list[int]]:
+  """Token ids of prompts: each a user message (a string) or a list of chat messages, wrapped
+  in the chat template with the generation prompt (the template writes any BOS itself, so no
+  special tokens are added on top), or raw text with the special tokens the tokenizer adds
+  (its BOS, if any). One batched call."""
   if not texts:
     return []
   if chat_template is None:
     return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
   rendered = tokenizer.apply_chat_template(
-    [[{"role": "user", "content": text}] for text in texts],
+    [[{"role": "user", "content": t}] if isinstance(t, str) else list(t) for t in texts],
     chat_template=chat_template,
     tokenize=False,
     add_generation_prompt=True,

@@ -24,14 +24,24 @@ def _math(cfg):
   return MathTask.from_config(cfg, models.load_tokenizer(cfg.model.hf_path))
 
 
-TASKS = {"countdown": _countdown, "math": _math}
+def _dataset(cfg):
+  """The researcher's own rows (``grpo_jax.data.dataset_task``), ``model.hf_path``'s tokenizer."""
+  from grpo_jax import models  # noqa: PLC0415
+  from grpo_jax.data.dataset_task import DatasetTask  # noqa: PLC0415
+
+  return DatasetTask.from_config(cfg, models.load_tokenizer(cfg.model.hf_path))
+
+
+TASKS = {"countdown": _countdown, "math": _math, "dataset": _dataset}
 
 
 def build_task(cfg):
-  """The prompt source named by ``data.task``."""
+  """The prompt source named by ``data.task``, rewarded by ``reward.functions`` when set."""
   if cfg.data.task not in TASKS:
     raise ValueError(f"unknown data.task {cfg.data.task!r}; available: {sorted(TASKS)}")
-  return TASKS[cfg.data.task](cfg)
+  from grpo_jax.data.rewarded import with_reward_functions  # noqa: PLC0415
+
+  return with_reward_functions(TASKS[cfg.data.task](cfg), cfg.reward, cfg.data)
 
 
 __all__ = ["TASKS", "build_task"]

@@ -9,7 +9,7 @@
   __call__(policy, problems, rng) -> RolloutBatch       a training rollout, G per problem
   eval_sample(policy, problems, n, rng) -> RolloutBatch  one evaluation chunk, n per problem
   eval_sampling_info() -> dict   what evaluation summaries add under ``sampling``
-  majority_vote                  whether evaluation reports maj@k (answers of the samples)
+  majority_vote                  whether evaluation reports maj@k (the task's ``votes``)
   finish(workdir)                after the loop (per-run statistics)
 
 ``"one_stage"``: plain GRPO sampling; ``"two_stage"``: strategy-conditioned sampling
@@ -31,10 +31,10 @@ class OneStageRollout:
   """G completions per prompt from the prompt alone; every group is one subgroup."""
 
   name = "one_stage"
-  majority_vote = True
 
   def __init__(self, cfg, task):
     self.cfg, self.task = cfg, task
+    self.majority_vote = task.votes  # the task extracts comparable final answers
     self.prompt_len = task.prompt_len
 
   def describe(self) -> str:
@@ -66,7 +66,7 @@ class OneStageRollout:
       lengths_N=gen["mask_NxT"].sum(1),
       completions_N=gen["completions"],
       problems_N=problems_N,
-      metrics={"rollout/decode_waste": gen["decode_waste"]},
+      metrics={"rollout/decode_waste": gen["decode_waste"], **task.last_reward_metrics},
     )
 
   def __call__(self, policy: Policy, problems, rng) -> RolloutBatch:

@@ -132,6 +132,7 @@ class TwoStageRollout:
       group_size % K,
     )
     metrics["rollout/decode_waste"] = gen["decode_waste"]  # stage 2's loop
+    metrics.update(task.last_reward_metrics)  # the reward functions' (or grader's) scalars
     batch = RolloutBatch(
       tokens_NxL=np.concatenate([context_BxC[context_N], packed["tokens_NxR"]], 1),
       input_mask_NxL=np.concatenate([context_mask_BxC[context_N], packed["input_mask_NxR"]], 1),

@@ -324,6 +324,7 @@ def train(
       check_finite(step + 1, metrics)
       metrics.update({"time/rollout_s": t1 - t0, "time/update_s": time.time() - t1})
       metrics.update(batch.metrics)  # response/*, strategy/* (two-stage), dapo/*
+      metrics.update(task.load_metrics)  # data/*: rows dropped or skipped at load
       if cfg.data.pass_rate_band:
         metrics["data/band_problems"] = len(task.train_rows)
       metrics_writer.write(step + 1, metrics)

@@ -54,7 +54,7 @@ def test_rewards_are_verified_and_counted(task):
   completions = [f"so \\boxed{{{golds[0]}}}", "I think Answer: 999"]
   rewards_N = task.rewards(rows, completions)
   np.testing.assert_array_equal(rewards_N, [1.0, 0.0])
-  assert task.last_reward_counts["reward/fastpath"] >= 1
+  assert task.last_reward_metrics["reward/fastpath"] >= 1
 
 
 def test_decode_uses_only_masked_tokens(task):

@@ -190,3 +190,41 @@ def test_exported_policy_generates_the_same_greedy_tokens(runs):
   mine = np.asarray(ours(seq.numpy()))[0, len(ids) - 1 : -1]
   assert np.abs(mine - theirs).max() <= 1e-3
   assert got[:8] == ref[:8]
+
+
+@pytest.mark.slow
+def test_custom_task(runs):
+  """docs/custom_task.md's example through the launcher: its rows, its two reward functions
+  (recomputed here on the sampled completions) logged beside the total, and held-out rows that
+  were never trained on, evaluated before and after RL."""
+  import importlib.util
+
+  workdir = runs[0] / "custom"
+  example = ROOT / "examples/custom_task"
+  spec = importlib.util.spec_from_file_location("example_rewards", example / "rewards.py")
+  rewards = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(rewards)
+  rows = {r["id"]: r for r in _lines(example / "reviews.jsonl")}
+
+  metrics = read.metrics(workdir)
+  assert [m["step"] for m in metrics] == [1, 2]
+  for m in metrics:
+    assert m["reward/label/scored_frac"] == m["reward/brevity/scored_frac"] == 1.0
+    total = m["reward/label/mean"] + m["reward/brevity/mean"]  # weights 1 and 1
+    assert m["reward/mean"] == pytest.approx(total, abs=1e-6)
+    assert -0.5 <= m["reward/brevity/min"] <= m["reward/brevity/max"] <= 0.0
+    assert m["data/skipped_rows"] == 0.0 and m["reward/unscored_frac"] == 0.0
+  samples = read.samples(workdir)
+  assert samples
+  for s in samples:
+    row = rows[s["problem_id"]]
+    assert s["prompt"] == row["prompt"]
+    c = [s["completion"]]
+    expected = rewards.label([], c, [row["label"]])[0] + rewards.brevity([], c)[0]
+    assert s["reward"] == pytest.approx(expected, abs=1e-6)
+  trained = {s["prompt"] for s in samples}
+  for step in (0, 2):
+    result = json.loads((workdir / f"eval/heldout_step{step}.json").read_text())
+    assert result["num_problems"] == 16 and 0.0 <= result["pass@1"] <= result["pass@2"] <= 1.0
+    held = {r["prompt"] for r in _lines(workdir / f"eval/heldout_step{step}_problems.jsonl")}
+    assert len(held) == 16 and not held & trained

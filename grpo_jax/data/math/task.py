@@ -8,7 +8,7 @@ token counts, never from a pad id: a chat tokenizer may pad with its end-of-turn
 its prompts contain. Generation stops on every end token the checkpoint declares
 (``stop_ids``). Rewards come from ``rewards.math`` (our
 extraction + exact fast path + math-verify in hard-killed workers); its counters (timeouts,
-parse failures, ...) of the last call are kept in ``last_reward_counts`` for the step metrics.
+parse failures, ...) of the last call are kept in ``last_reward_metrics`` for the step metrics.
 """
 
 from __future__ import annotations
@@ -39,9 +39,26 @@ class MathOptions:
   stop_ids: tuple[int, ...] = ()
   completion_len: int = 0  # T of the supervised warm start
 
+  @classmethod
+  def from_config(cls, cfg, tokenizer) -> MathOptions:
+    """The options ``data.*``, ``seed`` and ``sampling.max_new_tokens`` set for ``tokenizer``."""
+    d = cfg.data
+    return cls(
+      template=d.template,
+      max_prompt_tokens=d.max_prompt_tokens,
+      seed=cfg.seed,
+      timeout_s=d.reward_timeout_s,
+      num_workers=d.reward_workers,
+      chat_template=hf_tokenizer.resolve_chat_template(tokenizer, d.chat_template),
+      stop_ids=hf_tokenizer.stop_token_ids(cfg.model.hf_path, tokenizer),
+      completion_len=cfg.sampling.max_new_tokens,
+    )
+
 
 class MathTask:
   """Rows ``{id, problem, answer, meta}`` → fixed-width prompt tokens and verified rewards."""
+
+  votes = True  # final answers are extracted and compared: evaluation reports maj@k
 
   def __init__(
     self,
@@ -69,7 +86,7 @@ class MathTask:
     self.train_pool = self._fit(train_rows)  # every training row that fits
     self.train_rows = self.train_pool  # the rows the stream draws from (restrict_train)
     self.eval_sets = {name: self._fit(rows) for name, rows in eval_rows.items()}
-    self.last_reward_counts: dict[str, int] = {}
+    self.last_reward_metrics: dict[str, float] = {}  # the grader's counters, last call
 
   @classmethod
   def from_config(cls, cfg, tokenizer) -> MathTask:
@@ -83,19 +100,12 @@ class MathTask:
       name: load_math_dataset(name, paths.get(name), level_weights=weights)[0]
       for name in d.eval_sets
     }
-    return cls(
-      tokenizer,
-      train,
-      evals,
-      template=d.template,
-      max_prompt_tokens=d.max_prompt_tokens,
-      seed=cfg.seed,
-      timeout_s=d.reward_timeout_s,
-      num_workers=d.reward_workers,
-      chat_template=hf_tokenizer.resolve_chat_template(tokenizer, d.chat_template),
-      stop_ids=hf_tokenizer.stop_token_ids(cfg.model.hf_path, tokenizer),
-      completion_len=cfg.sampling.max_new_tokens,
-    )
+    return cls(tokenizer, train, evals, MathOptions.from_config(cfg, tokenizer))
+
+  @property
+  def load_metrics(self) -> dict[str, float]:
+    """Step metrics about the data: prompts dropped at load for their length."""
+    return {"data/dropped_too_long": float(self.dropped_too_long)}
 
   def prompt_text(self, row: dict) -> str:
     """The user message (before any chat template): the row's identity in presample files."""
@@ -110,7 +120,7 @@ class MathTask:
       if 0 < len(ids) <= self.prompt_len:
         kept.append({**row, "input_ids": ids})
       else:
-        self.dropped_too_long += 1
+        self._drop(row, len(ids))
     if len(kept) < len(rows):
       log.warning(
         "dropped %d of %d prompts longer than data.max_prompt_tokens=%d",
@@ -119,6 +129,11 @@ class MathTask:
         self.prompt_len,
       )
     return kept
+
+  def _drop(self, row: dict, num_tokens: int) -> None:
+    """A prompt of ``num_tokens`` tokens does not fit ``data.max_prompt_tokens``: counted."""
+    del row, num_tokens
+    self.dropped_too_long += 1
 
   def restrict_train(self, ids) -> None:
     """Draws the training stream from the pool's rows whose id is in ``ids`` only (the
@@ -214,5 +229,5 @@ class MathTask:
       timeout_s=self.timeout_s,
       num_workers=self.num_workers,
     )
-    self.last_reward_counts = counts
+    self.last_reward_metrics = {k: float(v) for k, v in counts.items()}
     return rewards_N
