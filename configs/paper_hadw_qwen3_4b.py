@@ -14,7 +14,7 @@ v5p-128 slice (64 chips, 95 GiB HBM, 16 hosts), mesh data 2 × fsdp 8 × tensor 
 keeps all N = 256·8 = 2048 rows × 5120 tokens of KV cache at once (~22 GiB per chip). On an
 8-GPU host lower ``sampling.prompts_per_step`` until ``--dry_run`` fits.
 
-Setting (paper Table 8 / App. C, shared/research/papers.md §1.7): MATH train (7.5k, the
+Setting (paper Table 8 / App. C): MATH train (7.5k, the
 ``MATH-lighteval`` copy), the paper's boxed template, 256 prompts × G = 8 per step, 1024 prompt /
 4096 response tokens, AdamW lr 1e-6 (10 warm-up steps, wd 0.1, clip 1.0), no KL, mini-batch 16
 prompts (16 optimizer steps per batch), 3 epochs for GRPO/GSPO (87 steps) and 9 for DAPO (263),

@@ -10,7 +10,7 @@ Hardware: TPU v5p-256 (128 chips, 95 GiB HBM, 32 hosts), mesh data 4 × fsdp 8 �
 has 32 KV heads (no grouped-query sharing), 4× Qwen3-8B's KV cache per row, so the N = 2048
 rows need twice the chips (~40 GiB of KV cache per chip; ``--dry_run``). Everything but model
 and mesh is ``paper_offsets_qwen3_8b.py``'s setting (the paper's own values were NOT
-available: shared/research/papers.md §2.1). OLMo-3 alternates three sliding-window (4096)
+available). OLMo-3 alternates three sliding-window (4096)
 layers with one full layer, YaRN-scaled (grpo_jax.models presets).
 
 What it should approach (qualitative): as on Qwen3-8B-Base, both offset directions give modest

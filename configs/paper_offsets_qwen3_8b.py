@@ -17,11 +17,11 @@ The sampler holds the KV cache of all N = B·G = 2048 rows × 5.2k tokens at onc
 chip here), so one 8-GPU host needs a smaller ``sampling.prompts_per_step``. ``--dry_run``
 prints the per-chip estimate.
 
-Setting. The paper (seed 000) trains Qwen3-8B-Base and Olmo3-7B-Base on DAPO-Math-17K with
+Setting. The subgroup-offset paper trains Qwen3-8B-Base and Olmo3-7B-Base on DAPO-Math-17K with
 strategy-conditioned sampling (a short preview, completions conditioned on it, subgroup =
 preview) and changes only the baseline, b_i = μ_g + α·δ_s (METHODS §1); evaluation is single
 stage on AIME24, AIME25, AIME26 and HMMT25 (pass@1 and pass@16). The paper itself was not
-available (shared/research/papers.md §2.1): its batch size, G, K, lengths, learning rate, step
+available: its batch size, G, K, lengths, learning rate, step
 count, preview prompt and coefficient grid are NOT KNOWN. The values below are ours, taken from
 the HA-DW paper's verl setting where one exists (lr 1e-6, no KL, clip 0.2, seq-mean-token-mean).
 

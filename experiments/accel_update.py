@@ -50,7 +50,7 @@ def update_config(u: dict, vocab_chunk: int):
   return cfg
 
 
-def update_batch(N: int, G: int, P: int, T: int, V: int) -> dict:
+def update_batch(N: int, G: int, P: int, T: int, V: int):
   """The update's device arrays: G rows per prompt, every completion T tokens long, rewards
   0 and 1 in every group (non-zero advantages)."""
   rng = np.random.default_rng(0)
@@ -58,18 +58,20 @@ def update_batch(N: int, G: int, P: int, T: int, V: int) -> dict:
   tokens_NxL = np.concatenate([prompts_NxP, rng.integers(3, V, (N, T))], axis=1)
   rewards_N = (np.arange(N) % 2).astype(np.float32)
   groups_N = np.repeat(np.arange(N // G), G).astype(np.int32)
-  return {
-    "tokens_NxL": tokens_NxL.astype(np.int32),
-    "input_mask_NxL": np.ones((N, P + T), np.int32),
-    "completion_mask_NxT": np.ones((N, T), np.int32),
-    "sample_logps_NxT": np.zeros((N, T), np.float32),
-    "rewards_N": rewards_N,
-    "accuracy_N": rewards_N,
-    "group_ids_N": groups_N,
-    "subgroup_ids_N": groups_N,
-    "loss_mask_N": np.ones(N, np.int32),
-    "step_accuracy_N": np.full(N, rewards_N.mean(), np.float32),
-  }
+  from grpo_jax.rollout.batch import UpdateBatch
+
+  return UpdateBatch(
+    tokens_NxL=tokens_NxL.astype(np.int32),
+    input_mask_NxL=np.ones((N, P + T), np.int32),
+    completion_mask_NxT=np.ones((N, T), np.int32),
+    sample_logps_NxT=np.zeros((N, T), np.float32),
+    rewards_N=rewards_N,
+    accuracy_N=rewards_N,
+    group_ids_N=groups_N,
+    subgroup_ids_N=groups_N,
+    loss_mask_N=np.ones(N, np.int32),
+    step_accuracy_N=np.full(N, rewards_N.mean(), np.float32),
+  )
 
 
 def update_bytes(cfg: models.ModelConfig, N: int, L: int, T: int, chunk: int) -> float:

@@ -72,9 +72,9 @@ def run_real(args) -> list[dict]:
       out = call()  # compiles
       compile_s = time.perf_counter() - t0
       wall = bc.best_of(call, args.reps)
-      lengths = out["mask_NxT"].sum(1)
+      lengths = out.mask_NxT.sum(1)
       plain = out if S == 0 else plain
-      same = np.all(out["tokens_NxT"] == plain["tokens_NxT"], axis=1)
+      same = np.all(out.tokens_NxT == plain.tokens_NxT, axis=1)
       blocks = shard_lib.batch_size_multiple(mesh)
       model_steps = waste.continuous_steps(lengths, S, blocks) if S else waste.plain_steps(lengths)
       rows.append(
@@ -86,10 +86,10 @@ def run_real(args) -> list[dict]:
           "len_median": float(np.median(lengths)),
           "len_p90": float(np.percentile(lengths, 90)),
           "len_max": int(lengths.max()),
-          "truncated_frac": float(out["truncated_N"].mean()),
+          "truncated_frac": float(out.truncated_N.mean()),
           "decode_steps": out["decode_steps"],
           "schedule_steps": model_steps,  # the host schedule model's count: the same
-          "waste": out["decode_waste"],
+          "waste": out.decode_waste,
           "compile_s": compile_s,
           "wall_s": wall,
           "useful_tok_s": float(lengths.sum() / wall),

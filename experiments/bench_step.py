@@ -166,14 +166,14 @@ class OursSteps:
     self.kl = float(np.asarray(metrics.get("loss/kl", np.nan)).mean())
     t_up = time.perf_counter() - t_up
     total = time.perf_counter() - t0
-    assert batch["completion_mask_NxT"].sum() == B * G * T  # no early stop
+    assert batch.completion_mask_NxT.sum() == B * G * T  # no early stop
     compiles = self.counter.count - before
     t_rew = time.perf_counter()
-    T_cols = batch["completion_mask_NxT"].shape[1]
-    texts = task.decode(batch["tokens_NxL"][:, -T_cols:], batch["completion_mask_NxT"])
+    T_cols = batch.completion_mask_NxT.shape[1]
+    texts = task.decode(batch.tokens_NxL[:, -T_cols:], batch.completion_mask_NxT)
     task.rewards(list(range(len(texts))), texts)
     t_rew = time.perf_counter() - t_rew
-    tokens_NxL, mask_NxL = batch["tokens_NxL"], batch["input_mask_NxL"]
+    tokens_NxL, mask_NxL = batch.tokens_NxL, batch.input_mask_NxL
     t_lp = time.perf_counter()
     self.logps_fn(self.state["params"], tokens_NxL, mask_NxL).block_until_ready()
     t_lp = time.perf_counter() - t_lp

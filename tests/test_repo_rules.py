@@ -1,7 +1,7 @@
 """Rules of the repository that review alone did not hold: the front page and the performance
 page stay short, the scripts under experiments/ import the installed package (no ``sys.path``
-edits, nothing from tests/), and the library never imports torch. Each checker is shown to
-flag a planted violation."""
+edits, nothing from tests/), the library never imports torch, and every page the code and docs
+cite is in the repository. Each checker is shown to flag a planted violation."""
 
 import pathlib
 import re
@@ -15,6 +15,35 @@ SCRIPT_RULES = {
   "an import from tests/": re.compile(r"^\s*(import|from) (real_model|fake_study|tests)\b", re.M),
 }
 TORCH = re.compile(r"^\s*(import torch|from torch\b)", re.M)
+# A page the code or docs cite by path (docs/x.md, configs/x.py, examples/...), and a citation
+# of material that lives outside the repository.
+CITED = re.compile(
+  r"\b((?:docs|configs|examples|notebooks|experiments)/[\w./-]*\w\.(?:md|py|ipynb|jsonl))"
+)
+OUTSIDE = re.compile(r"\.\./shared|\bshared/(?:research|seeds|design)|\bseed `?00\d|\bSTYLE\.md")
+CITING = ("grpo_jax", "tests", "experiments", "configs", "docs", "examples", "README.md")
+
+
+def citing_files(root: pathlib.Path) -> list[pathlib.Path]:
+  files = []
+  for name in CITING:
+    path = root / name
+    files += [path] if path.is_file() else sorted(path.rglob("*.py")) + sorted(path.rglob("*.md"))
+  return files
+
+
+def broken_citations(root: pathlib.Path) -> list[str]:
+  """``file: cited path`` for each cited path that does not exist, and ``file: outside`` for
+  a citation of material outside the repository."""
+  out = []
+  for f in citing_files(root):
+    if f.name == pathlib.Path(__file__).name:  # this file plants violations
+      continue
+    text = f.read_text()
+    name = f.relative_to(root)
+    out += [f"{name}: {c}" for c in sorted(set(CITED.findall(text))) if not (root / c).exists()]
+    out += [f"{name}: {m.group(0)}" for m in OUTSIDE.finditer(text)]
+  return out
 
 
 def too_long(root: pathlib.Path) -> list[str]:
@@ -43,6 +72,10 @@ def test_front_page_and_performance_page_are_short():
   assert too_long(ROOT) == []
 
 
+def test_every_cited_page_is_in_the_repository():
+  assert broken_citations(ROOT) == []
+
+
 def test_scripts_import_the_installed_package():
   assert script_violations(sorted((ROOT / "experiments").glob("*.py"))) == []
 
@@ -68,3 +101,14 @@ def test_checkers_flag_planted_violations(tmp_path, text, flagged):
   (tmp_path / "docs").mkdir()
   (tmp_path / "docs/performance.md").write_text("x\n" * 150)
   assert too_long(tmp_path) == ["README.md: 121 lines > 120"]
+
+
+def test_the_citation_checker_flags_a_missing_page_and_an_outside_one(tmp_path):
+  (tmp_path / "docs").mkdir()
+  (tmp_path / "docs/here.md").write_text("see docs/here.md and configs/gone.py\n")
+  (tmp_path / "README.md").write_text("as in seed 000 (../shared/seeds/)\n")
+  assert broken_citations(tmp_path) == [
+    "docs/here.md: configs/gone.py",
+    "README.md: seed 000",
+    "README.md: ../shared",
+  ]

@@ -10,7 +10,7 @@ ablation asks for it); ``coef`` is α = ``advantage.offset_coef``.
 |-------------------|---------------------------------------|---------------------------------|
 | group             | μ_g(i)                                | GRPO (DeepSeekMath), Eq. 2 [P2] |
 | rloo              | (Σ_g r − r_i)/(G_g − 1); b_i = r_i if G_g = 1 | RLOO leave-one-out      |
-| subgroup_offset   | μ_g + α·δ_s(i),  δ_s = μ_s − μ_g      | seed 000 (Strategy-GRPO at α=0) |
+| subgroup_offset   | μ_g + α·δ_s(i),  δ_s = μ_s − μ_g      | Strategy-GRPO at α = 0 |
 
 For ``subgroup_offset``: α = 0 is Strategy-GRPO exactly; α = +1 gives b_i = μ_s (standing
 inside the subgroup); α < 0 gives Ã_i = (r_i − μ_s) + (1 − α)·δ_s (credit tilted toward the
@@ -43,7 +43,7 @@ def rloo_baseline(rewards_N, stats: GroupStats, offset_N, coef) -> jax.Array:
 
 
 def subgroup_offset_baseline(rewards_N, stats: GroupStats, offset_N, coef) -> jax.Array:
-  """Ã_i = (r_i − μ_g(i)) − α·δ_s(i), i.e. b_i = μ_g + α·δ_s with a signed α (seed 000).
+  """Ã_i = (r_i − μ_g(i)) − α·δ_s(i), i.e. b_i = μ_g + α·δ_s with a signed α.
 
   At α = 0 this is bit-identical to ``group``; at α = 1 a constant subgroup gives exactly 0
   because r_i and μ_s are then the same float (segment means of constant slots are exact).

@@ -1,6 +1,6 @@
 """Name -> implementation lookup shared by the loss registries (kinds, aggregations, KL).
 
-Variants are data (STYLE.md §5): the config names a variant, a small dict maps the name to the
+Variants are data, not branches: the config names a variant, a small dict maps the name to the
 function, and an unknown name is an error that lists every valid one.
 """
 

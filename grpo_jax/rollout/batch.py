@@ -4,7 +4,8 @@ rollout metrics as fields beside them.
 N rows, L = P + T token slots (P prompt slots, left-padded; T response slots, right-padded).
 Every rollout kind (``grpo_jax.rollout.one_stage.ROLLOUTS``) returns a :class:`RolloutBatch`;
 DAPO's shaping (``grpo_jax.rollout.dynamic_sampling``) returns another one;
-:meth:`RolloutBatch.device_batch` is what the jitted update (``grpo_jax.train.update``) reads.
+:class:`UpdateBatch` (:meth:`RolloutBatch.device_batch`) is what the jitted update
+(``grpo_jax.train.update``) reads.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 
 import jax
 import numpy as np
+from flax import struct
 
 from grpo_jax import sharding as shard_lib
 
@@ -30,19 +32,27 @@ ARRAYS = {
   "accuracy_N": np.float32,  # raw verifier accuracy, before shaping (HA-DW's p̂_g)
   "loss_mask_N": np.int32,  # 0 = in the group's baseline, out of the loss (overlong filter)
 }
-# What the jitted update reads (``device_batch``).
-DEVICE_KEYS = (
-  "tokens_NxL",
-  "input_mask_NxL",
-  "completion_mask_NxT",
-  "sample_logps_NxT",
-  "rewards_N",
-  "accuracy_N",
-  "group_ids_N",
-  "subgroup_ids_N",
-  "loss_mask_N",
-  "step_accuracy_N",
-)
+
+
+@struct.dataclass
+class UpdateBatch:
+  """What the jitted update reads (``grpo_jax.train.update``): N-row arrays, host-side from
+  :meth:`RolloutBatch.device_batch` or global device arrays from :meth:`RolloutBatch.to_device`
+  (a pytree: one batch sharding splits every field's rows)."""
+
+  tokens_NxL: jax.Array
+  input_mask_NxL: jax.Array
+  completion_mask_NxT: jax.Array
+  sample_logps_NxT: jax.Array
+  rewards_N: jax.Array
+  accuracy_N: jax.Array
+  group_ids_N: jax.Array
+  subgroup_ids_N: jax.Array
+  loss_mask_N: jax.Array
+  step_accuracy_N: jax.Array  # HA-DW's y_t on every row (RolloutBatch.device_batch)
+
+
+DEVICE_KEYS = tuple(f.name for f in dataclasses.fields(UpdateBatch))
 
 
 @dataclasses.dataclass
@@ -128,16 +138,16 @@ class RolloutBatch:
       problems_N=texts(self.problems_N, None),
     )
 
-  def device_batch(self) -> dict[str, np.ndarray]:
-    """The arrays the jitted update reads (``DEVICE_KEYS``), host-side, every one with N rows
-    so one batch sharding splits them all. ``step_accuracy_N`` carries the scalar y_t on every
+  def device_batch(self) -> UpdateBatch:
+    """The arrays the jitted update reads, host-side, every one with N rows so one batch
+    sharding splits them all. ``step_accuracy_N`` carries the scalar y_t on every
     row: the update averages it over the rows, the rounding HA-DW runs have always had (a
     replicated 0-d argument rounds y_t differently in the last place, which changes a run)."""
-    out = {k: getattr(self, k) for k in DEVICE_KEYS if k in ARRAYS}
-    out["step_accuracy_N"] = np.full(self.num_rows, self.step_accuracy, np.float32)
-    return out
+    step_accuracy_N = np.full(self.num_rows, self.step_accuracy, np.float32)
+    arrays = {k: getattr(self, k) for k in DEVICE_KEYS if k in ARRAYS}
+    return UpdateBatch(**arrays, step_accuracy_N=step_accuracy_N)
 
-  def to_device(self, mesh) -> dict:
+  def to_device(self, mesh) -> UpdateBatch:
     """:meth:`device_batch` as global arrays on ``mesh``, rows split over the batch axes."""
     return shard_lib.shard_batch(self.device_batch(), mesh)
 
@@ -147,4 +157,4 @@ def concat_rows(batches: list[RolloutBatch], key: str) -> np.ndarray:
   return np.concatenate([getattr(b, key) for b in batches])
 
 
-__all__ = ["ARRAYS", "DEVICE_KEYS", "RolloutBatch", "concat_rows"]
+__all__ = ["ARRAYS", "DEVICE_KEYS", "RolloutBatch", "UpdateBatch", "concat_rows"]

@@ -1,16 +1,8 @@
 """Rollout kinds by name: B prompts × G samples on the mesh, graded on the host, packed as one
 :class:`~grpo_jax.rollout.batch.RolloutBatch`.
 
-``ROLLOUTS[rollout_kind(cfg)](cfg, task)`` builds the run's rollout; every kind has
-
-  name, prompt_len               registry name; P, the prompt slots of its batch
-  describe() -> str              one line for the log
-  prepare(policy, workdir, step) before the loop (the presample); returns its path or None
-  __call__(policy, problems, rng) -> RolloutBatch       a training rollout, G per problem
-  eval_sample(policy, problems, n, rng) -> RolloutBatch  one evaluation chunk, n per problem
-  eval_sampling_info() -> dict   what evaluation summaries add under ``sampling``
-  majority_vote                  whether evaluation reports maj@k (the task's ``votes``)
-  finish(workdir)                after the loop (per-run statistics)
+``ROLLOUTS[rollout_kind(cfg)](cfg, task)`` builds the run's rollout, a
+``grpo_jax.rollout.protocols.Rollout`` over a ``Task``.
 
 ``"one_stage"``: plain GRPO sampling; ``"two_stage"``: strategy-conditioned sampling
 (METHODS §5, ``grpo_jax.rollout.two_stage``), when ``strategy.enabled`` and K > 1.
@@ -50,23 +42,23 @@ class OneStageRollout:
     prompts_BxP, prompt_mask_BxP = task.encode_prompts(problems)
     prompts_NxP = np.repeat(prompts_BxP, group_size, axis=0)
     prompt_mask_NxP = np.repeat(prompt_mask_BxP, group_size, axis=0)
-    gen = generate(policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size)
+    samples = generate(policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size)
     problems_N = [p for p in problems for _ in range(group_size)]
-    rewards_N = np.asarray(task.rewards(problems_N, gen["completions"]), np.float32)
+    rewards_N = np.asarray(task.rewards(problems_N, list(samples.completions)), np.float32)
     group_ids_N = np.repeat(np.arange(len(problems), dtype=np.int32), group_size)
     return RolloutBatch(
-      tokens_NxL=np.concatenate([prompts_NxP, gen["tokens_NxT"]], axis=1),
-      input_mask_NxL=np.concatenate([prompt_mask_NxP, gen["mask_NxT"]], axis=1),
-      completion_mask_NxT=gen["mask_NxT"],
-      sample_logps_NxT=gen["logps_NxT"],
+      tokens_NxL=np.concatenate([prompts_NxP, samples.tokens_NxT], axis=1),
+      input_mask_NxL=np.concatenate([prompt_mask_NxP, samples.mask_NxT], axis=1),
+      completion_mask_NxT=samples.mask_NxT,
+      sample_logps_NxT=samples.logps_NxT,
       rewards_N=rewards_N,
       group_ids_N=group_ids_N,
       subgroup_ids_N=group_ids_N.copy(),
-      truncated_N=gen["truncated_N"],  # the sampler's: no stop token
-      lengths_N=gen["mask_NxT"].sum(1),
-      completions_N=gen["completions"],
+      truncated_N=samples.truncated_N,  # the sampler's: no stop token
+      lengths_N=samples.mask_NxT.sum(1),
+      completions_N=list(samples.completions),
       problems_N=problems_N,
-      metrics={"rollout/decode_waste": gen["decode_waste"], **task.last_reward_metrics},
+      metrics={"rollout/decode_waste": samples.decode_waste, **task.last_reward_metrics},
     )
 
   def __call__(self, policy: Policy, problems, rng) -> RolloutBatch:

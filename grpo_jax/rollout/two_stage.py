@@ -97,23 +97,22 @@ class TwoStageRollout:
       previews = stages.draw_previews(
         policy, context_BxC, context_mask_BxC, key_preview, spec, task.decode
       )
-    gen = stages.draw_completions(
+    samples, preview_N = stages.draw_completions(
       policy, context_BxC, context_mask_BxC, previews, key_completion, spec, group_size
     )
-    texts_BK = task.decode(previews["tokens_BKxM"], previews["mask_BKxM"])
-    completions_N = task.decode(gen["tokens_NxT"], gen["mask_NxT"])
-    preview_N = gen["preview_N"]
+    texts_BK = task.decode(previews.tokens_BKxM, previews.mask_BKxM)
+    completions_N = task.decode(samples.tokens_NxT, samples.mask_NxT)
     delimiter = self.cfg.strategy.delimiter
     graded_N = [
-      (delimiter if previews["stopped_BK"][j] else "") + c for j, c in zip(preview_N, completions_N)
+      (delimiter if previews.stopped_BK[j] else "") + c for j, c in zip(preview_N, completions_N)
     ]
     problems_N = [problems[j // K] for j in preview_N]
     rewards_N = np.asarray(task.rewards(problems_N, graded_N), np.float32)
     merged_BK = layout.preview_ids(texts_BK, K, self.cfg.strategy.merge_identical)
     group_ids_N, subgroup_ids_N, _ = layout.row_ids(merged_BK, group_size, K)
     packed = layout.pack_responses(
-      layout.Segment(gen["preview_NxM"], gen["preview_mask_NxM"], gen["preview_logps_NxM"]),
-      layout.Segment(gen["tokens_NxT"], gen["mask_NxT"], gen["logps_NxT"]),
+      previews.rows(preview_N),
+      layout.Segment(samples.tokens_NxT, samples.mask_NxT, samples.logps_NxT),
       spec.pad_id,
       self.cfg.strategy.train_on_preview,
     )
@@ -126,12 +125,12 @@ class TwoStageRollout:
       rewards_N,
       group_ids_N,
       subgroup_ids_N,
-      previews["mask_BKxM"].sum(1),
+      previews.mask_BKxM.sum(1),
       distinct_B,
-      previews["stopped_BK"],
+      previews.stopped_BK,
       group_size % K,
     )
-    metrics["rollout/decode_waste"] = gen["decode_waste"]  # stage 2's loop
+    metrics["rollout/decode_waste"] = samples.decode_waste  # stage 2's loop
     metrics.update(task.last_reward_metrics)  # the reward functions' (or grader's) scalars
     batch = RolloutBatch(
       tokens_NxL=np.concatenate([context_BxC[context_N], packed["tokens_NxR"]], 1),
@@ -141,8 +140,8 @@ class TwoStageRollout:
       rewards_N=rewards_N,
       group_ids_N=group_ids_N,
       subgroup_ids_N=subgroup_ids_N,
-      truncated_N=gen["truncated_N"],  # stage 2's: no stop token
-      lengths_N=gen["mask_NxT"].sum(1),  # completion only (overlong)
+      truncated_N=samples.truncated_N,  # stage 2's: no stop token
+      lengths_N=samples.mask_NxT.sum(1),  # completion only (overlong)
       completions_N=[texts_BK[j] + c for j, c in zip(preview_N, completions_N)],
       problems_N=problems_N,
       metrics=metrics,

@@ -1,10 +1,13 @@
-"""Host-level generation: prompt rows in, tokens, masks, log-probs and decoded texts out.
+"""Host-level generation: prompt rows in, :class:`Samples` (tokens, masks, log-probs and decoded
+texts) out.
 
 Shared by training rollouts (``grpo_jax.rollout.one_stage``) and evaluation (``grpo_jax.eval``),
 so evaluation does not depend on the training package.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -15,14 +18,37 @@ from grpo_jax.sampling.sampler import sample
 from grpo_jax.sampling.waste import decode_waste
 
 
+@dataclasses.dataclass(frozen=True)
+class Samples:
+  """One sampler call's rows on the host, N rows of T response slots."""
+
+  tokens_NxT: np.ndarray  # int32; pad after the stop
+  mask_NxT: np.ndarray  # int32; 1 = a sampled token, up to and including the stop token
+  logps_NxT: np.ndarray  # float32; the sampler's log-probs of the sampled tokens
+  truncated_N: np.ndarray  # bool; no stop token within the window
+  decode_waste: float  # the decode loop's slot-steps spent on stopped rows (waste.decode_waste)
+  completions: tuple[str, ...] = ()  # the decoded texts (``generate``; not ``draw_rows``)
+
+  @classmethod
+  def from_sampler(cls, out, settings: SampleSettings, num_rows: int, n: int | None = None):
+    """The host copy of a sampler output (``sampling.sample``) of ``num_rows`` rows (every
+    process's), cut to its first ``n`` local rows (all when None)."""
+    return cls(
+      tokens_NxT=np.asarray(out.tokens_NxT, np.int32)[:n],
+      mask_NxT=np.asarray(out.mask_NxT, np.int32)[:n],
+      logps_NxT=np.asarray(out.logps_NxT, np.float32)[:n],
+      truncated_N=np.asarray(out.truncated_N)[:n],
+      decode_waste=loop_waste(out, settings, num_rows),
+    )
+
+
 def generate(
   policy: Policy, task, prompts_NxP: np.ndarray, prompt_mask_NxP: np.ndarray, rng, group_size=1
-) -> dict:
+) -> Samples:
   """Samples one completion per prompt row; returns host arrays and decoded completions.
 
   ``prompt_mask_NxP``: 1 on real prompt tokens (the task's, never re-derived from a pad id).
-  Rows stop on any of ``task.stop_ids``. ``decode_waste``: the share of the decode loop's
-  slot-steps spent on stopped rows (``waste.decode_waste``) over its ``decode_steps``.
+  Rows stop on any of ``task.stop_ids``.
 
   ``group_size``: the rows come in groups of that many consecutive copies of one prompt (every
   process's rows whole groups), whose prompts are prefilled once per device-local run.
@@ -40,17 +66,9 @@ def generate(
     policy.graphdef, policy.params, batch["p"], batch["m"], rng, decode
   )
   out = shard_lib.local_rows(out, mesh)  # this process's rows (all rows with one process)
-  tokens_NxT = np.asarray(out.tokens_NxT)
-  mask_NxT = np.asarray(out.mask_NxT).astype(np.int32)
-  return {
-    "tokens_NxT": tokens_NxT,
-    "mask_NxT": mask_NxT,
-    "logps_NxT": np.asarray(out.logps_NxT, np.float32),
-    "truncated_N": np.asarray(out.truncated_N),
-    "completions": task.decode(tokens_NxT, mask_NxT),
-    "decode_steps": int(out.decode_steps),
-    "decode_waste": loop_waste(out, settings, N),
-  }
+  samples = Samples.from_sampler(out, settings, N)
+  completions = task.decode(samples.tokens_NxT, samples.mask_NxT)
+  return dataclasses.replace(samples, completions=tuple(completions))
 
 
 def loop_waste(out, settings: SampleSettings, num_rows: int) -> float:
@@ -60,4 +78,4 @@ def loop_waste(out, settings: SampleSettings, num_rows: int) -> float:
   return decode_waste(lengths_N, int(out.decode_steps), slots * len(lengths_N) // num_rows)
 
 
-__all__ = ["Policy", "SampleSettings", "generate"]
+__all__ = ["Policy", "SampleSettings", "Samples", "generate"]

@@ -159,8 +159,9 @@ def process_row_blocks(mesh: Mesh) -> int:
   return len({idx[0].start for idx in index_map.values()})
 
 
-def shard_batch(batch: dict, mesh: Mesh) -> dict:
-  """This process's rows → global arrays, rows split over the batch axes.
+def shard_batch(batch, mesh: Mesh):
+  """This process's rows → global arrays, rows split over the batch axes, for every leaf of
+  ``batch`` (a dict, a struct dataclass).
 
   One process: ``device_put``. Several: ``jax.make_array_from_process_local_data``; each
   process passes the rows its devices hold (:func:`process_rows`, contiguous, in process
@@ -168,14 +169,15 @@ def shard_batch(batch: dict, mesh: Mesh) -> dict:
   """
   sharding = batch_sharding(mesh)
   if jax.process_count() == 1:
-    return {k: jax.device_put(np.asarray(v), sharding) for k, v in batch.items()}
-  out = {}
-  for k, v in batch.items():
+    return jax.tree.map(lambda v: jax.device_put(np.asarray(v), sharding), batch)
+
+  def one(v):
     v = np.asarray(v)
     # Local rows n = (blocks held here / all blocks) · N.
     global_rows = v.shape[0] * batch_size_multiple(mesh) // process_row_blocks(mesh)
-    out[k] = jax.make_array_from_process_local_data(sharding, v, (global_rows, *v.shape[1:]))
-  return out
+    return jax.make_array_from_process_local_data(sharding, v, (global_rows, *v.shape[1:]))
+
+  return jax.tree.map(one, batch)
 
 
 def local_rows(tree, mesh: Mesh | None = None):

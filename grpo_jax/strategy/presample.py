@@ -26,7 +26,7 @@ from etils import epath
 from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
-from grpo_jax.strategy.previews import PreviewSpec, draw_previews, make_context
+from grpo_jax.strategy.previews import Previews, PreviewSpec, draw_previews, make_context
 
 DONE = "done"  # marker file of a complete part
 COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")
@@ -70,22 +70,22 @@ def _meta(spec: PreviewSpec, num_prompts: int, chunk: int, seed: int) -> dict:
   }
 
 
-def _chunk_rows(task, start: int, previews: dict, problems, spec: PreviewSpec) -> dict:
+def _chunk_rows(task, start: int, previews: Previews, problems, spec: PreviewSpec) -> dict:
   K = spec.num_previews
-  texts = task.decode(previews["tokens_BKxM"], previews["mask_BKxM"])
+  texts = task.decode(previews.tokens_BKxM, previews.mask_BKxM)
   rows = {c: [] for c in COLUMNS}
   for b, p in enumerate(problems):
     ks = range(b * K, (b + 1) * K)
     rows["index"].append(start + b)
     rows["prompt"].append(task.prompt_text(p))
     rows["preview_ids"].append(
-      [previews["tokens_BKxM"][j][previews["mask_BKxM"][j] != 0].tolist() for j in ks]
+      [previews.tokens_BKxM[j][previews.mask_BKxM[j] != 0].tolist() for j in ks]
     )
     rows["preview_logps"].append(
-      [previews["logps_BKxM"][j][previews["mask_BKxM"][j] != 0].tolist() for j in ks]
+      [previews.logps_BKxM[j][previews.mask_BKxM[j] != 0].tolist() for j in ks]
     )
     rows["preview_text"].append([texts[j] for j in ks])
-    rows["preview_stopped"].append([bool(previews["stopped_BK"][j]) for j in ks])
+    rows["preview_stopped"].append([bool(previews.stopped_BK[j]) for j in ks])
   return rows
 
 
@@ -125,7 +125,7 @@ def write_presample(
       previews = draw_previews(
         policy, context_BxC, mask_BxC, jax.random.fold_in(key, i), spec, task.decode
       )
-      previews = distributed.gather_rows(previews)  # the chunk's previews, on every process
+      previews = Previews(**distributed.gather_rows(vars(previews)))  # the chunk's, everywhere
       if not primary:
         continue
       rows = _chunk_rows(task, i * chunk, previews, problems, spec)
@@ -163,8 +163,8 @@ class PresampledPreviews:
   def __len__(self) -> int:
     return len(self._row)
 
-  def previews(self, task, problems) -> dict:
-    """Stage-1 arrays (as ``draw_previews`` returns them) for ``problems`` (each carries its
+  def previews(self, task, problems) -> Previews:
+    """The stage-1 previews (as ``draw_previews`` draws them) for ``problems`` (each carries its
     stream position, :func:`stream_index`); raises if a prompt is absent or its text differs
     from the stored one."""
     K, M = self.spec.num_previews, self.spec.max_preview_tokens
@@ -190,7 +190,7 @@ class PresampledPreviews:
         tokens[b * K + k, : len(ids)], logps[b * K + k, : len(ids)] = ids, lps
         mask[b * K + k, : len(ids)] = 1
         stopped[b * K + k] = row["preview_stopped"][k]
-    return {"tokens_BKxM": tokens, "mask_BKxM": mask, "logps_BKxM": logps, "stopped_BK": stopped}
+    return Previews(tokens, mask, logps, stopped)
 
 
 def load_presample(path, spec: PreviewSpec, num_prompts: int) -> PresampledPreviews:

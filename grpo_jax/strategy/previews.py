@@ -21,7 +21,7 @@ import numpy as np
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.shared_prompt import group_run
-from grpo_jax.sampling.generate import loop_waste
+from grpo_jax.sampling.generate import Samples
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sampling.sampler import sample
 from grpo_jax.strategy import layout
@@ -105,7 +105,7 @@ def stop_string_ends(tokens_NxM, mask_NxM, delimiter: str, decode) -> np.ndarray
 
 def draw_rows(
   policy: Policy, tokens_NxC, mask_NxC, rng, *, stop_ids, pad_id: int, prompt_share: int = 1
-) -> dict:
+) -> Samples:
   """One sampler call over N left-padded rows on ``policy.mesh`` (at most
   ``policy.settings.max_new_tokens`` new tokens, stopping on ``stop_ids``); host arrays back
   (rows padded to a multiple of the batch devices by repeating the last row, then trimmed).
@@ -127,21 +127,30 @@ def draw_rows(
   sampled = shard_lib.under_mesh(sample, mesh)(
     policy.graphdef, policy.params, batch["p"], batch["m"], rng, decode
   )
-  out = shard_lib.local_rows(sampled, mesh)
-  return {
-    "tokens_NxT": np.asarray(out.tokens_NxT)[:n],
-    "mask_NxT": np.asarray(out.mask_NxT, np.int32)[:n],
-    "logps_NxT": np.asarray(out.logps_NxT, np.float32)[:n],
-    "truncated_N": np.asarray(out.truncated_N)[:n],
-    "decode_waste": loop_waste(out, settings, num_rows),
-  }
+  return Samples.from_sampler(shard_lib.local_rows(sampled, mesh), settings, num_rows, n)
 
 
-def draw_previews(policy: Policy, context_BxC, context_mask_BxC, rng, spec, decode) -> dict:
-  """Stage 1: K previews per prompt, at most M = ``spec.max_preview_tokens`` tokens each.
-  Returns ``tokens_BKxM``, ``mask_BKxM`` (prefix masks), ``logps_BKxM`` and ``stopped_BK``
-  (ended on the delimiter). A preview that ends on an end token keeps the text before it: the
-  end token is dropped so stage 2 continues the response, not a new one. ``decode``: the
+@dataclasses.dataclass(frozen=True)
+class Previews:
+  """K previews of each of B prompts, BK rows of M slots, right-padded with prefix masks."""
+
+  tokens_BKxM: np.ndarray  # int32; pad after the preview
+  mask_BKxM: np.ndarray  # int32; 1 = a preview token
+  logps_BKxM: np.ndarray  # float32; the sampler's log-probs (0 off the mask)
+  stopped_BK: np.ndarray  # bool; ended on the delimiter
+
+  def rows(self, preview_N: np.ndarray) -> layout.Segment:
+    """The preview of each of N rows (``preview_N``: global preview indices b·K + k)."""
+    return layout.Segment(
+      self.tokens_BKxM[preview_N], self.mask_BKxM[preview_N], self.logps_BKxM[preview_N]
+    )
+
+
+def draw_previews(policy: Policy, context_BxC, context_mask_BxC, rng, spec, decode) -> Previews:
+  """Stage 1: K previews per prompt, at most M = ``spec.max_preview_tokens`` tokens each,
+  ``stopped_BK`` where one ended on the delimiter. A preview that ends on an end token keeps
+  the text before it: the end token is dropped so stage 2 continues the response, not a new
+  one. ``decode``: the
   task's ``decode(tokens_NxT, mask_NxT) -> texts``, which finds delimiters that span tokens
   (cut after the token that completes them)."""
   K = spec.num_previews
@@ -154,31 +163,31 @@ def draw_previews(policy: Policy, context_BxC, context_mask_BxC, rng, spec, deco
     pad_id=spec.pad_id,
     prompt_share=K,
   )
-  tokens, mask, logps = out["tokens_NxT"], out["mask_NxT"], out["logps_NxT"]
+  tokens, mask, logps = out.tokens_NxT, out.mask_NxT, out.logps_NxT
   mask = np.where(np.isin(tokens, spec.eos_ids) & (mask != 0), 0, mask)
   ends_N = stop_string_ends(tokens, mask, spec.delimiter, decode)
   mask = np.where((ends_N[:, None] > 0) & (np.arange(mask.shape[1]) >= ends_N[:, None]), 0, mask)
-  return {
-    "tokens_BKxM": np.where(mask != 0, tokens, spec.pad_id).astype(np.int32),
-    "mask_BKxM": mask.astype(np.int32),
-    "logps_BKxM": np.where(mask != 0, logps, 0.0).astype(np.float32),
-    "stopped_BK": ends_N > 0,
-  }
+  return Previews(
+    tokens_BKxM=np.where(mask != 0, tokens, spec.pad_id).astype(np.int32),
+    mask_BKxM=mask.astype(np.int32),
+    logps_BKxM=np.where(mask != 0, logps, 0.0).astype(np.float32),
+    stopped_BK=ends_N > 0,
+  )
 
 
 def draw_completions(
-  policy: Policy, context_BxC, context_mask_BxC, previews: dict, rng, spec, group_size: int
-) -> dict:
+  policy: Policy, context_BxC, context_mask_BxC, previews: Previews, rng, spec, group_size: int
+) -> tuple[Samples, np.ndarray]:
   """Stage 2: for each prompt, counts_k = allocate(G, K) completions after preview k, all
-  B·G rows in one call. Returns the stage-2 sample (``tokens_NxT`` ...) plus ``preview_N``
-  (the global preview index b·K + k of each row) and the row's preview ``*_NxM`` arrays."""
+  B·G rows in one call. Returns the stage-2 samples and int32 ``preview_N`` (the global
+  preview index b·K + k of each row; ``previews.rows(preview_N)`` are their previews)."""
   K = spec.num_previews
   B = len(context_BxC)
   local_G = layout.preview_of_rollout(group_size, K)
   preview_N = (np.arange(B)[:, None] * K + local_G[None, :]).reshape(-1)
   prompt_N = preview_N // K
-  tokens_NxL = np.concatenate([context_BxC[prompt_N], previews["tokens_BKxM"][preview_N]], 1)
-  mask_NxL = np.concatenate([context_mask_BxC[prompt_N], previews["mask_BKxM"][preview_N]], 1)
+  tokens_NxL = np.concatenate([context_BxC[prompt_N], previews.tokens_BKxM[preview_N]], 1)
+  mask_NxL = np.concatenate([context_mask_BxC[prompt_N], previews.mask_BKxM[preview_N]], 1)
   tokens_NxL, mask_NxL = layout.left_align(tokens_NxL, mask_NxL, spec.pad_id)
   out = draw_rows(
     policy,
@@ -190,19 +199,12 @@ def draw_completions(
     # The rows of one preview are consecutive: runs of gcd(counts) lie inside one preview.
     prompt_share=int(np.gcd.reduce(layout.allocate(group_size, K))),
   )
-  out.update(
-    {
-      "preview_N": preview_N.astype(np.int32),
-      "preview_NxM": previews["tokens_BKxM"][preview_N],
-      "preview_mask_NxM": previews["mask_BKxM"][preview_N],
-      "preview_logps_NxM": previews["logps_BKxM"][preview_N],
-    }
-  )
-  return out
+  return out, preview_N.astype(np.int32)
 
 
 __all__ = [
   "PreviewSpec",
+  "Previews",
   "delimiter_token_ids",
   "draw_completions",
   "draw_previews",

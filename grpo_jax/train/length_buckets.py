@@ -21,9 +21,12 @@ the maximum over processes (``distributed.global_max``) and every process runs o
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.rollout.batch import UpdateBatch
 from grpo_jax.sharding import distributed
 
 
@@ -48,22 +51,24 @@ def bucket_width(longest: int, widths) -> int:
   raise ValueError(f"{longest} completion slots exceed the widest bucket {widths[-1]}")
 
 
-def cut(arrays: dict, width: int) -> dict:
+def cut(batch: UpdateBatch, width: int) -> UpdateBatch:
   """The update's arrays (``RolloutBatch.device_batch``) cut to ``width`` response slots: every
   ``*_NxT`` to its first W slots, every ``*_NxL`` (L = P + T) to its first P + W; per-row ``*_N``
   arrays as they are. W = T returns the arrays unchanged."""
-  T = arrays["completion_mask_NxT"].shape[1]
+  T = batch.completion_mask_NxT.shape[1]
   if not 0 < width <= T:
     raise ValueError(f"a cut width must lie in [1, T = {T}], got {width}")
   drop = T - width
-  out = {}
-  for key, x in arrays.items():
-    if drop and key.endswith("_NxT"):
-      x = np.ascontiguousarray(x[:, :width])
-    elif drop and key.endswith("_NxL"):
-      x = np.ascontiguousarray(x[:, : x.shape[1] - drop])
-    out[key] = x
-  return out
+  if not drop:
+    return batch
+  changes = {}
+  for field in dataclasses.fields(batch):
+    x = getattr(batch, field.name)
+    if field.name.endswith("_NxT"):
+      changes[field.name] = np.ascontiguousarray(x[:, :width])
+    elif field.name.endswith("_NxL"):
+      changes[field.name] = np.ascontiguousarray(x[:, : x.shape[1] - drop])
+  return batch.replace(**changes)
 
 
 class LengthAwareUpdate:

@@ -12,8 +12,8 @@ Old log-probs (METHODS §4 statement 15): with μ = 1 the old policy IS the curr
 old = stop_gradient(logπ_θ) inside the loss (ratio exactly 1, no extra forward pass); with μ > 1
 they are the trainer's own recomputation, once, before the first step, and stay fixed.
 
-The batch is ``RolloutBatch.to_device(mesh)`` (``grpo_jax.rollout.batch``): a dict of the N-row
-arrays ``DEVICE_KEYS`` (N rows, P prompt tokens, T completion tokens, L = P + T):
+The batch is ``RolloutBatch.to_device(mesh)``, an ``UpdateBatch`` (``grpo_jax.rollout.batch``)
+of N-row arrays (N rows, P prompt tokens, T completion tokens, L = P + T):
   tokens_NxL, input_mask_NxL (1 = real token), completion_mask_NxT (1 = completion token up to
   and including EOS), sample_logps_NxT (the sampler's log-probs), rewards_N, accuracy_N (raw
   accuracy before reward shaping: HA-DW's p̂_g), group_ids_N, subgroup_ids_N, loss_mask_N
@@ -39,6 +39,7 @@ from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.chunked_logps import chunked_token_logps
 from grpo_jax.models.shared_prompt import group_run
+from grpo_jax.rollout.batch import UpdateBatch
 from grpo_jax.train.microbatch import (
   accumulate_grads,
   map_rows,
@@ -54,23 +55,23 @@ def _masked_mean(x, mask):
   return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
-def rollout_metrics(batch: dict, logps_NxT) -> dict:
+def rollout_metrics(batch: UpdateBatch, logps_NxT) -> dict:
   """Sampler-trainer parity and response statistics (METHODS §4 statement 16).
 
   ``rollout/logp_certain_frac``: the share of scored tokens whose sampled log-prob is exactly
   0.0 (probability 1 in float32, e.g. a completion that only restates a preview). Both sides
   round such a token to 0 whatever their logits, so the gap cannot see a mismatch there: a gap of
   exactly 0 with this share at 1 says nothing about parity."""
-  mask_NxT = batch["completion_mask_NxT"]
-  gap_NxT = jnp.abs(logps_NxT - batch["sample_logps_NxT"])
-  valid_N = batch["group_ids_N"] >= 0
+  mask_NxT = batch.completion_mask_NxT
+  gap_NxT = jnp.abs(logps_NxT - batch.sample_logps_NxT)
+  valid_N = batch.group_ids_N >= 0
   lengths_N = jnp.sum(mask_NxT, axis=1).astype(jnp.float32)
-  certain_NxT = (batch["sample_logps_NxT"] == 0.0).astype(jnp.float32)
+  certain_NxT = (batch.sample_logps_NxT == 0.0).astype(jnp.float32)
   return {
     "rollout/logp_gap_mean": _masked_mean(gap_NxT, mask_NxT),
     "rollout/logp_gap_max": jnp.max(jnp.where(mask_NxT > 0, gap_NxT, 0.0)),
     "rollout/logp_certain_frac": _masked_mean(certain_NxT, mask_NxT),
-    "reward/mean": _masked_mean(batch["rewards_N"], valid_N),
+    "reward/mean": _masked_mean(batch.rewards_N, valid_N),
     "response/len_mean": _masked_mean(lengths_N, valid_N),
   }
 
@@ -221,21 +222,21 @@ def make_update_fn(
   def update(state, batch):
     keys = step_keys(state["rng"], state["step"])
     advantages_N, anchor, adv_aux = adv_lib.compute(
-      batch["rewards_N"],
-      batch["group_ids_N"],
-      batch["subgroup_ids_N"],
+      batch.rewards_N,
+      batch.group_ids_N,
+      batch.subgroup_ids_N,
       cfg,
       state["anchor"],
       keys["advantage"],
       # HA-DW's p̂_g from the raw accuracy, before DAPO's reward shaping, and y_t over every
       # sampled response (METHODS §3).
-      adv_lib.Accuracy(batch["accuracy_N"], jnp.mean(batch["step_accuracy_N"])),
+      adv_lib.Accuracy(batch.accuracy_N, jnp.mean(batch.step_accuracy_N)),
     )
-    mask_NxT = batch["completion_mask_NxT"]
-    mask_NxT = mask_NxT * batch["loss_mask_N"][:, None].astype(mask_NxT.dtype)
+    mask_NxT = batch.completion_mask_NxT
+    mask_NxT = mask_NxT * batch.loss_mask_N[:, None].astype(mask_NxT.dtype)
     rows = {
-      "tokens_NxL": batch["tokens_NxL"],
-      "input_mask_NxL": batch["input_mask_NxL"],
+      "tokens_NxL": batch.tokens_NxL,
+      "input_mask_NxL": batch.input_mask_NxL,
       "mask_NxT": mask_NxT,
       "advantages_N": advantages_N,
     }

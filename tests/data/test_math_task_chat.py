@@ -154,11 +154,11 @@ def test_presampled_previews_look_up_math_rows_by_stream_position(tokenizer):
   previews = PresampledPreviews(datasets.Dataset.from_dict(rows), spec, "mem").previews(
     task, problems
   )
-  assert previews["tokens_BKxM"][:, :3].tolist() == [
+  assert previews.tokens_BKxM[:, :3].tolist() == [
     [21, spec.pad_id, spec.pad_id],
     [22, 23, 24],
     [11, 12, spec.pad_id],
     [13, spec.pad_id, spec.pad_id],
   ]
-  assert previews["mask_BKxM"].sum(1).tolist() == [1, 3, 2, 1]
-  assert previews["stopped_BK"].tolist() == [False, True, True, False]
+  assert previews.mask_BKxM.sum(1).tolist() == [1, 3, 2, 1]
+  assert previews.stopped_BK.tolist() == [False, True, True, False]

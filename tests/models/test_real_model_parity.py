@@ -4,6 +4,8 @@ transformers: logits on a left-padded chat batch, 32 greedy tokens against ``gen
 
 SmolLM2's pad token is its eos (<|im_end|>): masks come from the tokenizer, never from ids."""
 
+from types import SimpleNamespace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -104,16 +106,16 @@ def test_sampler_trainer_logp_gap_is_small_and_can_fail(setup):
   P = prompt.shape[1]
   logps_NxT = models.token_logps(ours.graphdef, ours.params, tokens_NxL, mask_NxL)[:, P:]
   N = prompt.shape[0]
-  batch = {
-    "completion_mask_NxT": out.mask_NxT,
-    "sample_logps_NxT": out.logps_NxT,
-    "group_ids_N": jnp.arange(N),
-    "rewards_N": jnp.zeros(N),
-  }
+  batch = SimpleNamespace(  # the fields of an UpdateBatch that rollout_metrics reads
+    completion_mask_NxT=out.mask_NxT,
+    sample_logps_NxT=out.logps_NxT,
+    group_ids_N=jnp.arange(N),
+    rewards_N=jnp.zeros(N),
+  )
   clean = rollout_metrics(batch, logps_NxT)
   assert float(clean["rollout/logp_gap_mean"]) < 1e-4
   assert float(clean["rollout/logp_certain_frac"]) < 0.5  # T = 1 samples: the gap sees them
-  corrupted = dict(batch, sample_logps_NxT=out.logps_NxT.at[0, 0].add(-1.0))
+  corrupted = SimpleNamespace(**{**vars(batch), "sample_logps_NxT": out.logps_NxT.at[0, 0].add(-1)})
   metrics = rollout_metrics(corrupted, logps_NxT)
   assert float(metrics["rollout/logp_gap_mean"]) > 1e-3  # one token of ≤ N·T off by 1
   assert float(metrics["rollout/logp_gap_max"]) > 0.9
@@ -121,16 +123,18 @@ def test_sampler_trainer_logp_gap_is_small_and_can_fail(setup):
 
 def test_certain_tokens_are_counted():
   """Probability-1 tokens (sampled log-prob exactly 0) hide any sampler/trainer mismatch."""
-  batch = {
-    "completion_mask_NxT": jnp.array([[1, 1, 1, 0], [1, 1, 0, 0]]),
-    "sample_logps_NxT": jnp.array([[0.0, -0.5, 0.0, 0.0], [0.0, 0.0, -2.0, 0.0]]),
-    "group_ids_N": jnp.arange(2),
-    "rewards_N": jnp.zeros(2),
-  }
+  batch = SimpleNamespace(
+    completion_mask_NxT=jnp.array([[1, 1, 1, 0], [1, 1, 0, 0]]),
+    sample_logps_NxT=jnp.array([[0.0, -0.5, 0.0, 0.0], [0.0, 0.0, -2.0, 0.0]]),
+    group_ids_N=jnp.arange(2),
+    rewards_N=jnp.zeros(2),
+  )
   metrics = rollout_metrics(batch, jnp.zeros((2, 4)))
   assert float(metrics["rollout/logp_certain_frac"]) == pytest.approx(4 / 5)
   assert float(metrics["rollout/logp_gap_max"]) == 0.5  # the one uncertain token
-  only_certain = dict(batch, completion_mask_NxT=jnp.array([[1, 0, 1, 0], [1, 1, 0, 0]]))
+  only_certain = SimpleNamespace(
+    **{**vars(batch), "completion_mask_NxT": jnp.array([[1, 0, 1, 0], [1, 1, 0, 0]])}
+  )
   metrics = rollout_metrics(only_certain, jnp.zeros((2, 4)))
   assert float(metrics["rollout/logp_certain_frac"]) == 1.0
   assert float(metrics["rollout/logp_gap_max"]) == 0.0  # exactly 0, and vacuous

@@ -241,9 +241,9 @@ def test_generate_shares_prompts_within_each_devices_rows(load_cfg):
   policy = Policy(graphdef, params, mesh, SampleSettings(6))
   run = lambda g: generate(policy, _Task(), prompts_NxP, prompt_mask_NxP, jax.random.key(0), g)
   ref, out = run(1), run(4)
-  np.testing.assert_array_equal(out["tokens_NxT"], ref["tokens_NxT"])
-  np.testing.assert_allclose(out["logps_NxT"], ref["logps_NxT"], atol=1e-5)
-  assert out["completions"] == ref["completions"]
+  np.testing.assert_array_equal(out.tokens_NxT, ref.tokens_NxT)
+  np.testing.assert_allclose(out.logps_NxT, ref.logps_NxT, atol=1e-5)
+  assert out.completions == ref.completions
 
 
 def test_strategy_draws_share_contexts_and_their_padding_rows(load_cfg):
@@ -260,10 +260,10 @@ def test_strategy_draws_share_contexts_and_their_padding_rows(load_cfg):
     stop_ids=V + 1, pad_id=0, prompt_share=share,
   )  # fmt: skip
   ref, out = draw(tokens, 1), draw(tokens, 2)
-  assert out["tokens_NxT"].shape == (6, 6) and group_run(2, 8, 1, 4) == 2
-  np.testing.assert_array_equal(out["tokens_NxT"], ref["tokens_NxT"])
-  np.testing.assert_allclose(out["logps_NxT"], ref["logps_NxT"], atol=1e-5)
+  assert out.tokens_NxT.shape == (6, 6) and group_run(2, 8, 1, 4) == 2
+  np.testing.assert_array_equal(out.tokens_NxT, ref.tokens_NxT)
+  np.testing.assert_allclose(out.logps_NxT, ref.logps_NxT, atol=1e-5)
   # Shared for real: row 5 reads its run's context (row 4's) when its own differs.
   other = tokens.at[5, P - 2 : P].set(5)
-  np.testing.assert_allclose(draw(other, 2)["logps_NxT"], ref["logps_NxT"], atol=1e-5)
-  assert np.max(np.abs(draw(other, 1)["logps_NxT"][5] - ref["logps_NxT"][5])) > 1e-3
+  np.testing.assert_allclose(draw(other, 2).logps_NxT, ref.logps_NxT, atol=1e-5)
+  assert np.max(np.abs(draw(other, 1).logps_NxT[5] - ref.logps_NxT[5])) > 1e-3

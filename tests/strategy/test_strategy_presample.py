@@ -74,8 +74,8 @@ def test_round_trip_equals_a_direct_draw(setup, stored):
       task.decode,
     )
     got = previews.previews(task, problems)
-    for k in direct:
-      np.testing.assert_allclose(got[k], direct[k], atol=1e-6)
+    for k, want in vars(direct).items():
+      np.testing.assert_allclose(getattr(got, k), want, atol=1e-6)
 
 
 def test_interrupted_write_resumes_to_the_same_file(setup, stored, tmp_path, monkeypatch):

@@ -19,19 +19,19 @@ def plain_update(graphdef, optimizer, cfg, prompt_len):
   def update(state, batch):
     keys = step_keys(state["rng"], state["step"])
     adv_N, _, _ = adv_lib.compute(
-      batch["rewards_N"],
-      batch["group_ids_N"],
-      batch["subgroup_ids_N"],
+      batch.rewards_N,
+      batch.group_ids_N,
+      batch.subgroup_ids_N,
       cfg,
       state["anchor"],
       keys["advantage"],
     )
-    mask_NxT = batch["completion_mask_NxT"]
+    mask_NxT = batch.completion_mask_NxT
     denoms = loss_lib.denominators(mask_NxT, cfg.loss)
 
     def loss_fn(params):
       logps_NxT = models.token_logps(
-        graphdef, params, batch["tokens_NxL"], batch["input_mask_NxL"], cfg.sampling.temperature
+        graphdef, params, batch.tokens_NxL, batch.input_mask_NxL, cfg.sampling.temperature
       )
       logps_NxT = logps_NxT[:, prompt_len:]
       return loss_lib.policy_loss(

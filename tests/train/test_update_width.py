@@ -11,6 +11,7 @@ import optax
 import pytest
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.rollout.batch import UpdateBatch
 from grpo_jax.train.length_buckets import (
   LengthAwareUpdate,
   bucket_width,
@@ -195,22 +196,28 @@ def test_bucket_widths_and_longest_completion_by_hand():
 
 def test_cut_slices_the_response_axes_only():
   N, P, T = 4, 3, 8
-  arrays = {
-    "tokens_NxL": np.arange(N * (P + T)).reshape(N, P + T),
-    "input_mask_NxL": np.ones((N, P + T), np.int32),
-    "completion_mask_NxT": np.ones((N, T), np.int32),
-    "sample_logps_NxT": np.arange(N * T, dtype=np.float32).reshape(N, T),
-    "rewards_N": np.arange(N, dtype=np.float32),
-  }
-  out = cut(arrays, 3)
-  np.testing.assert_array_equal(out["tokens_NxL"], arrays["tokens_NxL"][:, : P + 3])
-  np.testing.assert_array_equal(out["sample_logps_NxT"], arrays["sample_logps_NxT"][:, :3])
-  assert out["completion_mask_NxT"].shape == (N, 3) and out["input_mask_NxL"].shape == (N, P + 3)
-  assert out["rewards_N"] is arrays["rewards_N"]
-  assert cut(arrays, T)["tokens_NxL"] is arrays["tokens_NxL"]
+  ones = lambda *shape: np.ones(shape, np.int32)
+  batch = UpdateBatch(
+    tokens_NxL=np.arange(N * (P + T)).reshape(N, P + T),
+    input_mask_NxL=ones(N, P + T),
+    completion_mask_NxT=ones(N, T),
+    sample_logps_NxT=np.arange(N * T, dtype=np.float32).reshape(N, T),
+    rewards_N=np.arange(N, dtype=np.float32),
+    accuracy_N=np.zeros(N, np.float32),
+    group_ids_N=ones(N),
+    subgroup_ids_N=ones(N),
+    loss_mask_N=ones(N),
+    step_accuracy_N=np.zeros(N, np.float32),
+  )
+  out = cut(batch, 3)
+  np.testing.assert_array_equal(out.tokens_NxL, batch.tokens_NxL[:, : P + 3])
+  np.testing.assert_array_equal(out.sample_logps_NxT, batch.sample_logps_NxT[:, :3])
+  assert out.completion_mask_NxT.shape == (N, 3) and out.input_mask_NxL.shape == (N, P + 3)
+  assert out.rewards_N is batch.rewards_N and out.step_accuracy_N is batch.step_accuracy_N
+  assert cut(batch, T) is batch
   for bad in (0, T + 1):
     with pytest.raises(ValueError, match="cut width must lie in"):
-      cut(arrays, bad)
+      cut(batch, bad)
 
 
 @pytest.mark.parametrize(
