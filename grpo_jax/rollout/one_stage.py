@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from grpo_jax import strategy
@@ -44,7 +46,9 @@ class OneStageRollout:
     prompt_mask_NxP = np.repeat(prompt_mask_BxP, group_size, axis=0)
     samples = generate(policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size)
     problems_N = [p for p in problems for _ in range(group_size)]
+    t0 = time.perf_counter()
     rewards_N = np.asarray(task.rewards(problems_N, list(samples.completions)), np.float32)
+    reward_s = time.perf_counter() - t0
     group_ids_N = np.repeat(np.arange(len(problems), dtype=np.int32), group_size)
     return RolloutBatch(
       tokens_NxL=np.concatenate([prompts_NxP, samples.tokens_NxT], axis=1),
@@ -58,7 +62,11 @@ class OneStageRollout:
       lengths_N=samples.mask_NxT.sum(1),
       completions_N=list(samples.completions),
       problems_N=problems_N,
-      metrics={"rollout/decode_waste": samples.decode_waste, **task.last_reward_metrics},
+      metrics={
+        "rollout/decode_waste": samples.decode_waste,
+        "time/reward_s": reward_s,
+        **task.last_reward_metrics,
+      },
     )
 
   def __call__(self, policy: Policy, problems, rng) -> RolloutBatch:

@@ -15,6 +15,8 @@ Registered as ``"two_stage"`` in ``grpo_jax.rollout.one_stage.ROLLOUTS``.
 
 from __future__ import annotations
 
+import time
+
 import jax
 import numpy as np
 from etils import epath
@@ -107,7 +109,9 @@ class TwoStageRollout:
       (delimiter if previews.stopped_BK[j] else "") + c for j, c in zip(preview_N, completions_N)
     ]
     problems_N = [problems[j // K] for j in preview_N]
+    t0 = time.perf_counter()
     rewards_N = np.asarray(task.rewards(problems_N, graded_N), np.float32)
+    reward_s = time.perf_counter() - t0
     merged_BK = layout.preview_ids(texts_BK, K, self.cfg.strategy.merge_identical)
     group_ids_N, subgroup_ids_N, _ = layout.row_ids(merged_BK, group_size, K)
     packed = layout.pack_responses(
@@ -131,6 +135,7 @@ class TwoStageRollout:
       group_size % K,
     )
     metrics["rollout/decode_waste"] = samples.decode_waste  # stage 2's loop
+    metrics["time/reward_s"] = reward_s
     metrics.update(task.last_reward_metrics)  # the reward functions' (or grader's) scalars
     batch = RolloutBatch(
       tokens_NxL=np.concatenate([context_BxC[context_N], packed["tokens_NxR"]], 1),

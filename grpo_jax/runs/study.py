@@ -222,12 +222,13 @@ def hard_gain_larger(deltas: dict[str, dict]) -> bool:
 
 def curves(rows: list[dict], metric: str) -> dict[str, dict]:
   """condition → ``step``, ``mean``, ``lo``, ``hi`` (95% t band over seeds) of a training metric,
-  over the steps every done run of the condition logged (runs with a directory here)."""
+  over the steps every done run of the condition logged (runs with a directory here); a
+  condition whose runs do not log the metric (a feature they do not use) has no steps."""
   by_cond: dict[str, list[dict[int, float]]] = {}
   for r in rows:
     if r["status"] != "done" or "dir" not in r:
       continue
-    series = {m["step"]: m[metric] for m in read.metrics(r["dir"])}
+    series = {m["step"]: m[metric] for m in read.metrics(r["dir"]) if metric in m}
     series = {k: v for k, v in series.items() if isinstance(v, int | float)}
     by_cond.setdefault(r["condition"], []).append(series)
   out = {}

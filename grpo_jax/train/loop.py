@@ -28,7 +28,7 @@ from grpo_jax.rollout.one_stage import OneStageRollout, build_rollout
 from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sharding import distributed
-from grpo_jax.train import plots, profile
+from grpo_jax.train import plots, profile, step_metrics
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
@@ -322,12 +322,16 @@ def train(
       state["data_pos"] = jax.device_put(np.int32(cursor + consumed), state_shardings["data_pos"])
       metrics = to_host(metrics)
       check_finite(step + 1, metrics)
-      metrics.update({"time/rollout_s": t1 - t0, "time/update_s": time.time() - t1})
-      metrics.update(batch.metrics)  # response/*, strategy/* (two-stage), dapo/*
+      t2 = time.time()
+      metrics.update(batch.metrics)  # response/*, strategy/* (two-stage), dapo/*, reward/<fn>/*
       metrics.update(task.load_metrics)  # data/*: rows dropped or skipped at load
       if cfg.data.pass_rate_band:
         metrics["data/band_problems"] = len(task.train_rows)
-      metrics_writer.write(step + 1, metrics)
+      metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": t2 - t0})
+      metrics.update(step_metrics.throughput(batch, t1 - t0, t2 - t1))
+      metrics.update(step_metrics.peak_memory())
+      metrics["optim/lr"] = step_metrics.learning_rate(cfg, step)
+      metrics_writer.write(step + 1, step_metrics.active(metrics, cfg))
       metrics_writer.write_samples(
         step + 1, step_samples(batch, task, cfg.logging.samples_per_step)
       )

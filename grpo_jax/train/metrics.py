@@ -29,6 +29,17 @@ def check_finite(step: int, metrics: dict[str, float], keys=("loss/total", "grad
     )
 
 
+def eval_scalars(results: dict) -> dict[str, float]:
+  """``{benchmark: summary}`` of an evaluation as ``eval/<benchmark>/<key>`` scalars: every
+  finite number of each summary (pass@k, maj@k, lengths, truncation, the problem count)."""
+  return {
+    f"eval/{name}/{k}": float(v)
+    for name, summary in results.items()
+    for k, v in summary.items()
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+  }
+
+
 class MetricsWriter:
   """Appends ``{"step": s, **metrics}`` lines to ``metrics.jsonl`` and mirrors to TensorBoard."""
 
@@ -100,8 +111,12 @@ class MetricsWriter:
       self.tracker.log_samples(step, records)
 
   def write_eval(self, step: int, results: dict) -> None:
-    """``{benchmark: summary}`` of an evaluation at ``step`` (pass@k over steps) to the tracker;
-    the files under eval/ are written by the evaluation itself."""
+    """``{benchmark: summary}`` of an evaluation at ``step`` (pass@k over steps) as TensorBoard
+    scalars (:func:`eval_scalars`) and to the tracker; the files under eval/ are written by the
+    evaluation itself."""
+    if self._tb is not None:
+      for k, v in eval_scalars(results).items():
+        self._tb.add_scalar(k, v, step)
     if self.tracker is not None:
       self.tracker.log_eval(step, results)
 

@@ -71,9 +71,21 @@ def rollout_metrics(batch: UpdateBatch, logps_NxT) -> dict:
     "rollout/logp_gap_mean": _masked_mean(gap_NxT, mask_NxT),
     "rollout/logp_gap_max": jnp.max(jnp.where(mask_NxT > 0, gap_NxT, 0.0)),
     "rollout/logp_certain_frac": _masked_mean(certain_NxT, mask_NxT),
-    "reward/mean": _masked_mean(batch.rewards_N, valid_N),
-    "response/len_mean": _masked_mean(lengths_N, valid_N),
+    **_masked_stats("reward/", batch.rewards_N, valid_N),
+    **_masked_stats("response/len_", lengths_N, valid_N),
   }
+
+
+def _masked_stats(prefix: str, x_N, valid_N) -> dict:
+  """``{prefix}mean``, ``std``, ``min``, ``max`` of ``x_N`` over the valid rows (0 with none: a
+  batch of padding rows logs zeros, never infinities)."""
+  mean = _masked_mean(x_N, valid_N)
+  var = _masked_mean(jnp.square(x_N - mean), valid_N)
+  any_valid = jnp.any(valid_N)
+  low = jnp.where(any_valid, jnp.min(jnp.where(valid_N, x_N, jnp.inf)), 0.0)
+  high = jnp.where(any_valid, jnp.max(jnp.where(valid_N, x_N, -jnp.inf)), 0.0)
+  out = {f"{prefix}mean": mean, f"{prefix}min": low, f"{prefix}max": high}
+  return {**out, f"{prefix}std": jnp.sqrt(var)}
 
 
 def prompt_share(cfg, num_rows: int, parts: int, blocks: int) -> int:

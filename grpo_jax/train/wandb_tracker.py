@@ -6,13 +6,13 @@ for a ``gs://`` one, ``<tmp>/grpo_jax_wandb/<bucket path>``."""
 
 from __future__ import annotations
 
-import math
 import os
 import uuid
 
 from etils import epath
 
 from grpo_jax.rundir import names, paths
+from grpo_jax.train.metrics import eval_scalars
 
 # logging.wandb_mode: wandb.init's modes ('offline' writes under <workdir>/wandb, synced later
 # with ``wandb sync``).
@@ -60,12 +60,7 @@ class WandbTracker:
   def log_eval(self, step: int, results: dict) -> None:
     """``results``: ``{benchmark: summary}``; its finite numbers (pass@k, ...) as
     ``eval/<benchmark>/<key>``."""
-    row = {
-      f"eval/{name}/{k}": float(v)
-      for name, summary in results.items()
-      for k, v in summary.items()
-      if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    }
+    row = eval_scalars(results)
     if row:
       self.run.log(row, step=step)
 

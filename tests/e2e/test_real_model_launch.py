@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 import jax
+import metrics_doc
 import numpy as np
 import pytest
 from real_model_modes import MODES
@@ -228,3 +229,21 @@ def test_custom_task(runs):
     assert result["num_problems"] == 16 and 0.0 <= result["pass@1"] <= result["pass@2"] <= 1.0
     held = {r["prompt"] for r in _lines(workdir / f"eval/heldout_step{step}_problems.jsonl")}
     assert len(held) == 16 and not held & trained
+
+
+@pytest.mark.slow
+def test_every_logged_key_is_documented(runs):
+  """Every key any mode logged (GRPO, DAPO, GSPO, HA-DW, two-stage, band, own task) is in
+  docs/metrics.md, and each mode logs the throughput, time and memory keys."""
+  keys, rates = set(), []
+  for mode in [*MODES, "custom"]:
+    metrics = read.metrics(runs[0] / mode)
+    keys |= {k for m in metrics for k in m}
+    for m in metrics:
+      # 0 only where DAPO kept no group (the update sees padding rows alone).
+      rates.append(m["perf/rollout_tokens_per_s"])
+      assert m["memory/host_peak_gib"] > 0 and m["perf/update_tokens_per_s"] >= 0
+      assert m["time/step_s"] >= m["time/rollout_s"] >= m["time/reward_s"] >= 0
+  assert min(rates) >= 0 and sum(r > 0 for r in rates) >= 2 * len(MODES)
+  assert metrics_doc.undocumented(keys) == []
+  assert "loss/kl" not in keys  # no mode has a reference model

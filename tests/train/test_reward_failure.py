@@ -3,6 +3,7 @@ is neither logged nor checkpointed: the run resumes from the step before."""
 
 import pathlib
 
+import metrics_doc
 import numpy as np
 import pytest
 
@@ -45,3 +46,10 @@ def test_a_failing_reward_function_stops_before_the_step_is_kept(tmp_path):
   expected = step1["reward/countdown/mean"] + 2 * 0.5
   np.testing.assert_allclose(step1["reward/mean"], expected, rtol=1e-6)
   assert Checkpointer(workdir / "checkpoints", 1, 2).latest_step() == 1
+  assert metrics_doc.undocumented(step1) == []  # docs/metrics.md
+
+
+def test_the_documentation_check_expands_shorthand_and_flags_the_rest():
+  page = "| `reward/<fn>/mean`, `/std` | x |\n| `response/len_mean`, `/len_max` | y |\n"
+  keys = ["reward/label/std", "response/len_max", "reward/a/b/std", "response/len_min", "step"]
+  assert metrics_doc.undocumented(keys, page) == ["response/len_min", "reward/a/b/std"]
