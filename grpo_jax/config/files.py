@@ -119,11 +119,18 @@ def parse_arg(arg: str | None, allowed=None) -> dict[str, str]:
 
 
 def load_module(path: str):
+  """A Python file (a config, a script) as a module; a file that does not run is a ValueError
+  naming it (and the line of a syntax error)."""
   spec = importlib.util.spec_from_file_location(pathlib.Path(path).stem, path)
   if spec is None or spec.loader is None:
     raise FileNotFoundError(f"config file {path} not found")
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  try:
+    spec.loader.exec_module(module)
+  except SyntaxError as e:
+    raise ValueError(f"config file {path}:{e.lineno}: {e.msg}") from None
+  except Exception as e:
+    raise ValueError(f"config file {path} failed to run: {type(e).__name__}: {e}") from e
   return module
 
 
@@ -133,6 +140,8 @@ def load(spec: str, overrides: list[str] = ()) -> ConfigDict:
   if not pathlib.Path(path).exists():
     raise FileNotFoundError(f"config file {path} not found")
   module = load_module(path)
+  if not callable(getattr(module, "get_config", None)):
+    raise ValueError(f"config file {path} defines no get_config(arg) function")
   if arg and getattr(module, "ARGS", None) is not None:
     parse_arg(arg, module.ARGS)  # checked here too, whatever get_config does with it
   cfg = module.get_config(arg or None)

@@ -53,6 +53,11 @@ class Model(View):
   preset: str = spec("", doc="a named shape from grpo_jax.models.PRESETS, randomly initialised")
 
   def check(self):
+    if self.preset:
+      from grpo_jax.models.presets import PRESETS  # noqa: PLC0415
+
+      if self.preset not in PRESETS:
+        fail(f"config key model.preset = {self.preset!r} is not one of {sorted(PRESETS)}")
     # The shape fields only count when neither a checkpoint nor a preset sets the shape.
     if not (self.hf_path or self.preset) and self.num_heads % self.num_kv_heads:
       fail(

@@ -16,6 +16,10 @@ prints every run's plan and trains none. ``--pod`` prints, per run, one
 ``gcloud compute tpus tpu-vm ssh --worker=all`` command that trains it on every host of a TPU
 pod slice (``--distributed_auto``); ``docs/scaling.md`` walks from one host to a pod.
 
+``--mode=eval`` needs a checkpoint in the workdir, or ``--allow_init`` to evaluate the model as
+built; ``--sweep --mode=eval`` evaluates every member. ``--print_config`` prints the resolved
+config and stops. What cannot run fails before any file is written (``grpo_jax.runs.preflight``).
+
 Exit status: 0 done, 2 config error, 75 preempted: SIGTERM (what a preempted TPU VM gets) saved
 the checkpoint of the current step on every host; the same command resumes from it.
 """
@@ -28,8 +32,10 @@ import os
 import pathlib
 import sys
 
+from grpo_jax import config as config_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.rundir import tables
+from grpo_jax.runs import preflight
 
 
 def parse_args(argv: list[str]):
@@ -135,6 +141,17 @@ def parse_args(argv: list[str]):
     "(with --sweep: for every run of the sweep)",
   )
   parser.add_argument(
+    "--allow_init",
+    action="store_true",
+    help="with --mode=eval on a run directory without a checkpoint: evaluate the model as "
+    "built (model.hf_path, or a fresh init)",
+  )
+  parser.add_argument(
+    "--print_config",
+    action="store_true",
+    help="print the resolved config (every key, after the overrides) as JSON and stop",
+  )
+  parser.add_argument(
     "--allow_config_change",
     action="store_true",
     help="resume a workdir whose config.json differs from this config (the changed keys are "
@@ -168,6 +185,14 @@ def parse_args(argv: list[str]):
     )
   if args.launcher == "ray" and not args.sweep:
     parser.error("--launcher=ray runs a sweep's members: add --sweep")
+  if args.sweep and args.mode not in ("train", "eval"):
+    parser.error(f"--mode={args.mode} runs on one run directory: drop --sweep")
+  if args.sweep and args.mode == "eval" and args.launcher != "local":
+    parser.error("--sweep --mode=eval evaluates the members here: drop --launcher=ray")
+  if args.pod and (args.mode != "train" or args.step is not None):
+    parser.error("--pod prints training commands: drop --mode / --step")
+  if args.step is not None and args.mode not in ("eval", "export"):
+    parser.error("--step picks the checkpoint of --mode=eval or --mode=export")
   if args.workdir is None:
     args.workdir = str(pathlib.Path("runs") / pathlib.Path(args.config.split(":")[0]).stem)
   return args, overrides
@@ -232,6 +257,26 @@ def _ray_sweep(args, overrides, bundle: dict, script: str) -> int:
   return int(any(e["status"] == "failed" for e in entries))
 
 
+def _sweep_eval(args, overrides) -> int:
+  """``--sweep --mode=eval``: every member's checkpoint (each member checked first)."""
+  from grpo_jax.runs import sweep
+  from grpo_jax.train.loop import evaluate_run
+
+  members = []
+  try:
+    for run in sweep.expand(args.config):
+      workdir = os.path.join(args.workdir, run.name)
+      preflight.check_checkpoint(workdir, "eval", args.step, args.allow_init)
+      members.append((sweep.load_run_config(args.config, run, overrides), workdir))
+  except (KeyError, ValueError, FileNotFoundError) as e:
+    return _config_error(e)
+  _initialize(args)
+  for cfg, workdir in members:
+    evaluate_run(cfg, workdir, args.step)
+    print(f"evaluated: {workdir}")
+  return 0
+
+
 def main(argv: list[str], script: str = "experiments/launch.py") -> int:
   """Runs the launcher on ``argv``; returns its exit status. ``script``: the file each Ray
   member process runs (the launcher itself unless ``--ray_script``)."""
@@ -254,6 +299,8 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
       return _config_error(e)
     if args.launcher == "ray":
       return _ray_sweep(args, overrides, bundle, script)
+    if args.mode == "eval":
+      return _sweep_eval(args, overrides)
     _initialize(args)  # every host of a multi-host sweep runs this same command
     from grpo_jax.train.preemption import EXIT_CODE, Preempted
 
@@ -268,6 +315,12 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
     return int(any(e["status"] == "failed" for e in entries))
   try:
     cfg = config_file.load(args.config, overrides)
+    if args.print_config:
+      print(json.dumps(config_lib.to_dict(cfg), indent=2, sort_keys=True))
+      return 0
+    preflight.check_model_path(cfg.model.hf_path)
+    preflight.check_storage(args.workdir)
+    preflight.check_checkpoint(args.workdir, args.mode, args.step, args.allow_init)
   except (KeyError, ValueError, FileNotFoundError) as e:
     return _config_error(e)
   if args.dry_run:
@@ -278,6 +331,10 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
   from grpo_jax.train import train
 
   _initialize(args)
+  try:
+    preflight.check_mesh(cfg.mesh)
+  except preflight.PreflightError as e:
+    return _config_error(e)
 
   if args.mode == "eval":
     from grpo_jax.train.loop import evaluate_run

@@ -363,12 +363,14 @@ def pod_commands(
   ``repo_dir`` (the checkout on each VM) and runs :func:`member_argv` with ``--workdir
   <root>/<name>``. The members go one after another, each on the whole slice. ``root`` must be
   a directory every host sees at the same path. Finished members (``results.json`` visible
-  here) are left out when ``skip_done``. Every member's config is loaded first
+  here) are left out when ``skip_done`` and ``root`` is local: a ``gs://`` root is never
+  contacted, so the commands print offline. Every member's config is loaded first
   (:func:`validate`), so a bad override fails here, not on the pod."""
   pod = pod or Pod()
   tpu_name, zone, repo_dir, python = pod.tpu_name, pod.zone, pod.repo_dir, pod.python
   runs = expand(spec)
   validate(spec, runs, overrides)
+  skip_done = skip_done and "://" not in str(root)
   out = []
   for run in runs:
     run_dir = epath.Path(root) / run.name
