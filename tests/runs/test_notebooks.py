@@ -18,7 +18,8 @@ from grpo_jax.eval import benchmarks
 from grpo_jax.runs import sweep
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NOTEBOOKS = ("results.ipynb", "hadw_diagnostics.ipynb", "bias.ipynb")
+NOTEBOOKS = ("results.ipynb", "hadw_diagnostics.ipynb", "bias.ipynb", "run_overview.ipynb")
+ON_ONE_RUN = ("results.ipynb", "hadw_diagnostics.ipynb", "run_overview.ipynb")
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -90,6 +91,7 @@ def test_notebooks_run_on_a_tiny_sweep(tiny_sweep, tmp_path, monkeypatch):
   assert [sweep.run_status(root / r.name) for r in runs] == ["done"] * 4
   _bias_output(tmp_path / "bias")
   monkeypatch.setenv("GRPO_SWEEP_DIR", str(root))
+  monkeypatch.setenv("GRPO_RUN_DIR", str(root / runs[0].name))
   monkeypatch.setenv("GRPO_BIAS_DIR", str(tmp_path / "bias"))
   monkeypatch.setenv("GRPO_STUDY_DIRS", str(tmp_path / "no_study"))
   monkeypatch.setenv("MPLBACKEND", "Agg")
@@ -105,6 +107,29 @@ def test_notebooks_run_on_a_tiny_sweep(tiny_sweep, tmp_path, monkeypatch):
   assert "4 (run, benchmark) pairs evaluated at step 0 and later; last steps [3]" in hadw
   assert "no levels in these problems" in hadw
   assert "beta.csv" in texts["bias.ipynb"]
+
+
+@pytest.mark.slow
+def test_notebooks_run_on_one_run_directory(tmp_path, monkeypatch):
+  """The run-directory notebooks on one run as the quickstart leaves it (evaluated before and
+  after RL, samples logged), pointed at the run itself rather than a sweep."""
+  from grpo_jax.config import files as config_file
+  from grpo_jax.train import loop
+
+  run = tmp_path / "quickstart"
+  cfg = config_file.load(str(ROOT / "configs/tiny_test.py"), ["logging.plot=false"])
+  loop.train(cfg, run, log=lambda *_: None)
+  monkeypatch.setenv("GRPO_SWEEP_DIR", str(run))
+  monkeypatch.setenv("GRPO_RUN_DIR", str(run))
+  monkeypatch.setenv("GRPO_STUDY_DIRS", str(tmp_path / "no_study"))
+  monkeypatch.setenv("MPLBACKEND", "Agg")
+  texts = {name: _run_notebook(name) for name in ON_ONE_RUN}
+  assert "1 runs under" in texts["results.ipynb"]
+  assert "0 HA-DW runs, 1 without" in texts["hadw_diagnostics.ipynb"]
+  overview = texts["run_overview.ipynb"]
+  assert f"{run}: 2 steps; task countdown" in overview
+  assert "2 evaluations: {'countdown_step0':" in overview and "countdown_step2" in overview
+  assert "completions of step 2" in overview and "before {'pass@1'" in overview
 
 
 def test_hadw_notebook_shows_the_gain_per_level(tmp_path, monkeypatch):
