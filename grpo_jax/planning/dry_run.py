@@ -68,9 +68,10 @@ def _widths(cfg) -> tuple[int, int, int | None]:
   return cfg.data.max_prompt_tokens, response, None
 
 
-def plan(cfg, num_devices: int | None = None, hardware: memory_plan.Hardware | None = None):
+def plan(cfg, num_devices: int | None = None, target: str = "auto"):
   """The memory plan of ``cfg`` on its mesh (``-1`` axes take ``num_devices``; default: the
-  product of the explicit axes, or ``jax.device_count()``), on TPU v5p chips by default."""
+  product of the explicit axes, or ``jax.device_count()``) on ``target``'s chips
+  (``memory.TARGET_CHOICES``; "auto": the local backend's)."""
   cfg = views.build(cfg)
   sizes = [cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor]
   if num_devices is None:
@@ -93,9 +94,9 @@ def plan(cfg, num_devices: int | None = None, hardware: memory_plan.Hardware | N
     remat="full" if cfg.model.remat != "none" else "none",
     vocab_chunk=cfg.model.logps_vocab_chunk,
   )
-  hw = hardware or dataclasses.replace(
-    memory_plan.TPU_V5P_64, name=f"TPU v5p, {num_devices} chips", chips=num_devices
-  )
+  hw, name = memory_plan.hardware(target, num_devices)
+  how = "detected" if target == "auto" else "given"
+  hw = dataclasses.replace(hw, name=f"{hw.name}, {num_devices} devices; --target {name}, {how}")
   return DryRunPlan(shape, mcfg, hw, work, memory_plan.plan(mcfg, shape, work, hw))
 
 
@@ -111,14 +112,14 @@ def format_plan(p: DryRunPlan) -> str:
   ]
   for key in memory_plan.BYTE_KEYS:
     lines.append(f"  {key:<15}{p.bytes[key] / gib:8.2f}")
-  lines.append(f"fits in 90% of {p.hardware.hbm_bytes / gib:.0f} GiB: {p.bytes['fits']}")
+  lines.append(f"fits in 90% of {p.hardware.hbm_bytes / gib:.1f} GiB: {p.bytes['fits']}")
   lines.append(f"projected step: {p.bytes['step_s']:.0f} s (grpo_jax.planning.memory roofline)")
   return "\n".join(lines)
 
 
-def report(cfg, num_devices: int | None = None) -> str:
-  """The plan of ``cfg`` as ``launch.py --dry_run`` prints it."""
-  return format_plan(plan(cfg, num_devices))
+def report(cfg, num_devices: int | None = None, target: str = "auto") -> str:
+  """The plan of ``cfg`` as ``launch.py --dry_run [--target]`` prints it."""
+  return format_plan(plan(cfg, num_devices, target))
 
 
 __all__ = ["DryRunPlan", "format_plan", "model_config", "plan", "report"]

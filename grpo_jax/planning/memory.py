@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import jax
 import numpy as np
@@ -47,6 +48,54 @@ class Hardware:
 # 64 TensorCores = 32 chips (one JAX device each). H100 SXM (80 GB, 989 TFLOP/s, 3.35 TB/s).
 TPU_V5P_64 = Hardware("TPU v5p-64", 32, 95 * 2**30, 459e12, 2.765e12)
 H100_X8 = Hardware("8×H100-80GB", 8, 80e9, 989e12, 3.35e12)
+# TPU v5e (16 GiB HBM2, 197 TFLOP/s bf16, 819 GB/s) and v6e / Trillium (32 GiB, 918 TFLOP/s,
+# 1.64 TB/s), 8 chips a host.
+TPU_V5E_8 = Hardware("TPU v5e-8", 8, 16 * 2**30, 197e12, 0.819e12)
+TPU_V6E_8 = Hardware("TPU v6e-8", 8, 32 * 2**30, 918e12, 1.64e12)
+
+
+def cpu_host(num_devices: int = 1) -> Hardware:
+  """This host as the target: its RAM shared by ``num_devices`` devices (the simulated devices
+  of ``--xla_force_host_platform_device_count``), nominal FLOP/s and bandwidth (1e11, 2e10 per
+  device: a rough figure for a few x86 cores, not a measurement)."""
+  ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  return Hardware(
+    f"CPU host ({ram / 2**30:.0f} GiB RAM)", num_devices, ram / num_devices, 1e11, 2e10
+  )
+
+
+# ``--target`` names (``launch.py --dry_run``); "auto" detects the local backend (``detect``).
+TARGETS = {"v5p-64": TPU_V5P_64, "v5e-8": TPU_V5E_8, "v6e-8": TPU_V6E_8, "h100-8": H100_X8}
+TARGET_CHOICES = ("auto", *TARGETS, "cpu")
+
+
+def detect(device_kind: str, platform: str) -> str:
+  """The ``TARGETS`` name (or ``"cpu"``) for a JAX device's ``device_kind`` and ``platform``;
+  a TPU or GPU this module has no numbers for is a ValueError asking for ``--target``."""
+  kind = device_kind.lower()
+  if platform == "cpu":
+    return "cpu"
+  for marker, name in (("v5p", "v5p-64"), ("v5 lite", "v5e-8"), ("v5e", "v5e-8"), ("v6", "v6e-8")):
+    if marker in kind:
+      return name
+  if "h100" in kind:
+    return "h100-8"
+  raise ValueError(
+    f"no hardware numbers for device {device_kind!r}; pass --target {TARGET_CHOICES}"
+  )
+
+
+def hardware(target: str, num_devices: int) -> tuple[Hardware, str]:
+  """``(per-chip numbers for num_devices chips, the target name)``; ``target = "auto"``
+  detects the local backend."""
+  if target == "auto":
+    device = jax.devices()[0]
+    target = detect(device.device_kind, device.platform)
+  if target == "cpu":
+    return cpu_host(num_devices), target
+  if target not in TARGETS:
+    raise ValueError(f"--target {target!r} is not one of {TARGET_CHOICES}")
+  return dataclasses.replace(TARGETS[target], chips=num_devices), target
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,8 @@ extra) where every host of a pod sees the same run directory. (``pathlib`` would
 ``gs://b/x`` into the local folder ``gs:/b/x``.)
 
 Object stores have no append and no atomic rename; the two helpers here give the run directory
-the same meaning on both: :func:`append_text` rewrites the object, :func:`write_bytes` writes a
+the same meaning on both: :func:`append_text` composes the new text onto the object,
+:func:`write_bytes` writes a
 local file through a temporary name (so a kill never leaves half a file) and an object in one
 request (objects are replaced whole).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 
 from etils import epath
 
@@ -38,15 +40,30 @@ def local_staging(p: PathLike, kind: str) -> str:
 
 
 def append_text(p: PathLike, text: str) -> None:
-  """Appends ``text`` to the file ``p``: an append locally, a rewrite of the object on a store
-  (fine for the run directory's small line files: metrics, samples, logs)."""
-  p = epath.Path(p)
+  """Appends ``text`` to the file ``p``: an append locally; on Cloud Storage the new text is
+  uploaded alone, as a part object composed onto the file server-side (GCS compose), so a run's
+  line files (metrics, samples, logs) cost their size in uploads, not its square. A store
+  without compose gets the object rewritten."""
   if not is_uri(p):
-    with p.open("a") as f:
+    with epath.Path(p).open("a") as f:
       f.write(text)
     return
-  old = p.read_text() if p.exists() else ""
-  p.write_text(old + text)
+  import fsspec  # noqa: PLC0415
+
+  fs, path = fsspec.core.url_to_fs(os.fspath(p))
+  fs.invalidate_cache(path)  # another process (a resumed run) may have written it
+  if not fs.exists(path):
+    fs.pipe_file(path, text.encode())
+    return
+  if not hasattr(fs, "merge"):
+    fs.pipe_file(path, fs.cat_file(path) + text.encode())
+    return
+  part = f"{path}.part-{uuid.uuid4().hex}"
+  fs.pipe_file(part, text.encode())
+  try:
+    fs.merge(path, [path, part])
+  finally:
+    fs.rm_file(part)
 
 
 def write_bytes(p: PathLike, data: bytes) -> None:

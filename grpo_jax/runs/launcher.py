@@ -141,6 +141,12 @@ def parse_args(argv: list[str]):
     "(with --sweep: for every run of the sweep)",
   )
   parser.add_argument(
+    "--target",
+    default="auto",
+    help="with --dry_run: the chips to plan for (auto: this machine's; v5p-64, v5e-8, v6e-8, "
+    "h100-8, cpu)",
+  )
+  parser.add_argument(
     "--allow_init",
     action="store_true",
     help="with --mode=eval on a run directory without a checkpoint: evaluate the model as "
@@ -291,7 +297,7 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
         print(sweep.format_pod_commands(commands))
         return 0
       if args.dry_run:
-        print(sweep.plan(args.config, args.workdir, overrides))
+        print(sweep.plan(args.config, args.workdir, overrides, target=args.target))
         return 0
       sweep.validate(args.config, sweep.expand(args.config), overrides)
       bundle = json.loads(args.ray_bundle)
@@ -318,16 +324,16 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
     if args.print_config:
       print(json.dumps(config_lib.to_dict(cfg), indent=2, sort_keys=True))
       return 0
+    if args.dry_run:  # shapes only: nothing is read, loaded or written
+      from grpo_jax.planning import dry_run
+
+      print(dry_run.report(cfg, target=args.target))
+      return 0
     preflight.check_model_path(cfg.model.hf_path)
     preflight.check_storage(args.workdir)
     preflight.check_checkpoint(args.workdir, args.mode, args.step, args.allow_init)
   except (KeyError, ValueError, FileNotFoundError) as e:
     return _config_error(e)
-  if args.dry_run:
-    from grpo_jax.planning import dry_run
-
-    print(dry_run.report(cfg))
-    return 0
   from grpo_jax.train import train
 
   _initialize(args)

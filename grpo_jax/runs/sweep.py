@@ -294,7 +294,9 @@ def summary_table(root, runs: list[SweepRun]) -> str:
   return f"held-out pass@k before → after RL, bootstrap 95% CIs:\n{table}" if table else ""
 
 
-def plan(spec: str, root, overrides=(), only=None, num_devices: int | None = None) -> str:
+def plan(
+  spec: str, root, overrides=(), only=None, num_devices: int | None = None, target: str = "auto"
+) -> str:
   """``--sweep --dry_run``: every run's status and memory plan
   (``grpo_jax.planning.dry_run``); nothing is trained, allocated or written."""
   from grpo_jax.planning import dry_run  # noqa: PLC0415
@@ -305,7 +307,7 @@ def plan(spec: str, root, overrides=(), only=None, num_devices: int | None = Non
   for i, run in enumerate(runs):
     status = run_status(epath.Path(root) / run.name)
     header = f"# run {i + 1}/{len(runs)} {run.name} ({status}): {run.spec(spec)}"
-    blocks.append(header + "\n" + dry_run.report(configs[run.name], num_devices))
+    blocks.append(header + "\n" + dry_run.report(configs[run.name], num_devices, target))
   return "\n\n".join(blocks) + f"\n\n# dry run: {len(runs)} runs planned, none trained"
 
 

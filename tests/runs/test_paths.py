@@ -22,3 +22,39 @@ def test_append_and_replace_on_local_files(tmp_path):
   assert f.read_text() == "a\nb\n"
   paths.write_text(f, "c\n")
   assert f.read_text() == "c\n" and not (tmp_path / "m.jsonl.tmp").exists()
+
+
+def test_appends_on_cloud_storage_upload_each_line_once(monkeypatch):
+  """On a GCS API server (127.0.0.1): every append uploads only its own text, composed onto the
+  object, and leaves no part object behind; what a reader sees is every line in order."""
+  import fsspec
+  from gcs_emulator import BUCKET, emulator, patched_environ
+
+  uploaded, real_url_to_fs = [], fsspec.core.url_to_fs
+
+  class Counting:  # the store, counting the bytes each upload sends
+    def __init__(self, fs):
+      self.fs = fs
+
+    def pipe_file(self, path, data):
+      uploaded.append(len(data))
+      return self.fs.pipe_file(path, data)
+
+    def __getattr__(self, name):
+      return getattr(self.fs, name)
+
+  def url_to_fs(url):
+    fs, path = real_url_to_fs(url)
+    return Counting(fs), path
+
+  monkeypatch.setattr(fsspec.core, "url_to_fs", url_to_fs)
+  with emulator() as env, patched_environ(env):
+    uri = f"gs://{BUCKET}/run/metrics.jsonl"
+    lines = [f'{{"step": {i}, "x": "{"y" * 50}"}}\n' for i in range(6)]
+    for line in lines:
+      paths.append_text(uri, line)
+    fs, _ = real_url_to_fs(uri)
+    fs.invalidate_cache()
+    assert fs.cat_file(uri).decode() == "".join(lines)
+    assert uploaded == [len(line) for line in lines]  # no rewrite of what came before
+    assert fs.ls(f"{BUCKET}/run") == [f"{BUCKET}/run/metrics.jsonl"]

@@ -50,7 +50,8 @@ def test_config_and_every_sweep_run_build(spec):
 @pytest.mark.parametrize("spec", PAPER)
 def test_paper_config_dry_run_fits_a_chip(spec):
   cfg = config_file.load(spec)
-  plan = dry_run.plan(cfg)
+  plan = dry_run.plan(cfg, target="v5p-64")
+  assert "TPU v5p-64" in plan.hardware.name and "--target v5p-64, given" in plan.hardware.name
   assert plan.mesh_shape == (cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
   assert plan.workload.rows == cfg.sampling.prompts_per_step * cfg.sampling.group_size
   assert models.PRESETS[cfg.model.preset].num_params == plan.num_params
@@ -228,3 +229,24 @@ def test_quickstart_compare_is_the_quickstart_beside_its_anchor_and_grpo():
     "method=anchor,steps=20",
     "method=grpo,steps=20",
   ]
+
+
+def test_the_plan_names_its_target_and_detects_the_backend():
+  from grpo_jax.planning import memory
+
+  assert memory.detect("TPU v5 lite", "tpu") == "v5e-8" and memory.detect("TPU v6 lite", "tpu")
+  assert memory.detect("NVIDIA H100 80GB HBM3", "gpu") == "h100-8"
+  assert memory.detect("cpu", "cpu") == "cpu"
+  with pytest.raises(ValueError, match="pass --target"):
+    memory.detect("TPU v9", "tpu")
+  cfg = config_file.load(PAPER[0])
+  here = dry_run.plan(cfg)  # this machine: CPU
+  assert (
+    here.hardware.name.startswith("CPU host") and "--target cpu, detected" in here.hardware.name
+  )
+  v5e, v6e = dry_run.plan(cfg, target="v5e-8"), dry_run.plan(cfg, target="v6e-8")
+  assert v5e.hardware.hbm_bytes == 16 * 2**30 and v6e.hardware.hbm_bytes == 32 * 2**30
+  assert v5e.bytes["peak"] == v6e.bytes["peak"]  # the same plan, another chip
+  assert v5e.bytes["step_s"] > v6e.bytes["step_s"]  # a slower one
+  with pytest.raises(ValueError, match="is not one of"):
+    dry_run.plan(cfg, target="tpu9")
