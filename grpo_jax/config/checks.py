@@ -33,6 +33,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "loss.kind": ("grpo_jax.losses.policy", "LOSS_KINDS"),
   "loss.aggregation": ("grpo_jax.losses.aggregation", "AGGREGATIONS"),
   "loss.kl_estimator": ("grpo_jax.losses.kl", "KL_ESTIMATORS"),
+  "loss.rollout_correction": ("grpo_jax.losses.correction", "CORRECTIONS"),
   "dapo.filter_metric": ("grpo_jax.rollout.dynamic_sampling", "FILTER_METRICS"),
   "mesh.train_rules": ("grpo_jax.sharding.rules", "PRESETS"),
   "mesh.sample_rules": ("grpo_jax.sharding.rules", "PRESETS"),

@@ -148,6 +148,18 @@ class Loss(View):
   ratio_log_clamp: float = spec(
     20.0, gt=0, doc="|log-ratio| bound before exp (per token; GSPO: on log s_i)"
   )
+  rollout_correction: str = spec(
+    "none",
+    choices=("none", "seq_mis", "token_tis"),
+    doc="sampler-trainer mismatch correction: truncated IS per token, or masked sequences",
+  )
+  rollout_is_cap: float = spec(2.0, gt=1, doc="token_tis: the cap C of the IS weight")
+  rollout_mis_low: float = spec(
+    0.5, gt=0, lt=1, doc="seq_mis: the lowest geometric-mean IS ratio a row keeps"
+  )
+  rollout_mis_high: float = spec(
+    2.0, gt=1, doc="seq_mis: the highest geometric-mean IS ratio a row keeps"
+  )
   num_iterations: int = spec(
     1, ge=1, doc="passes over the batch; with mu > 1 steps the old log-probs are recomputed"
   )

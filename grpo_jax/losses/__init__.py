@@ -6,6 +6,7 @@ micro-batch losses (and gradients, and aux metrics) sum to the full-batch values
 """
 
 from grpo_jax.losses.aggregation import AGGREGATIONS, aggregate, denominators
+from grpo_jax.losses.correction import CORRECTIONS, mismatch_metrics
 from grpo_jax.losses.kl import KL_CLAMP, KL_ESTIMATORS, kl_penalty
 from grpo_jax.losses.policy import LOSS_KINDS, LossKind, Terms, policy_loss, resolve_clip
 from grpo_jax.losses.ratios import (
@@ -19,6 +20,7 @@ from grpo_jax.losses.surrogate import clipped_surrogate
 
 __all__ = [
   "AGGREGATIONS",
+  "CORRECTIONS",
   "KL_CLAMP",
   "KL_ESTIMATORS",
   "LOSS_KINDS",
@@ -28,6 +30,7 @@ __all__ = [
   "clipped_surrogate",
   "denominators",
   "kl_penalty",
+  "mismatch_metrics",
   "Terms",
   "policy_loss",
   "resolve_clip",

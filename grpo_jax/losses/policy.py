@@ -1,11 +1,13 @@
 """The policy loss: clipped surrogate + β·KL − c·entropy, aggregated (METHODS §4).
 
-  L = agg(ℓ) + β·agg(KL) − c_H·agg(H),   ℓ = max(−A·ρ, −A·clip(ρ, 1 − ε_low, 1 + ε_high))
+  L = agg(w·ℓ) + β·agg(KL) − c_H·agg(H),   ℓ = max(−A·ρ, −A·clip(ρ, 1 − ε_low, 1 + ε_high))
 
 with the ratio ρ, the default ε and the aggregation chosen by name from the ``loss`` config
-group. ``policy_loss`` is additive over rows: called on any partition of the step's rows with
-the same step-global ``denominators``, the pieces (and every aux metric) sum to the full-batch
-value, and so do the gradients, which makes micro-batch accumulation and data sharding exact.
+group, and w the rollout correction's constant weight (1 without one;
+``grpo_jax.losses.correction``). ``policy_loss`` is additive over rows: called on any partition
+of the step's rows with the same step-global ``denominators``, the pieces (and every aux
+metric) sum to the full-batch value, and so do the gradients, which makes micro-batch
+accumulation and data sharding exact.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from grpo_jax.losses import ratios
+from grpo_jax.losses import correction, ratios
 from grpo_jax.losses.aggregation import AGGREGATIONS, token_mean
 from grpo_jax.losses.kl import KL_ESTIMATORS, kl_penalty
 from grpo_jax.losses.registry import lookup
@@ -26,11 +28,14 @@ from grpo_jax.losses.surrogate import clipped_surrogate
 
 class Terms(NamedTuple):
   """The inputs of the loss's optional terms: ``ref_logps_NxT`` log π_ref (constant) for the KL
-  term, ``entropy_NxT`` the per-token policy entropy H_t (differentiated) for the entropy term;
-  None leaves the term out (its coefficient must then be 0)."""
+  term, ``entropy_NxT`` the per-token policy entropy H_t (differentiated) for the entropy term,
+  ``sample_logps_NxT`` the sampler's log-probs for the rollout correction
+  (``loss.rollout_correction``); None leaves the term out (its coefficient must then be 0,
+  the correction ``none``)."""
 
   ref_logps_NxT: jax.Array | None = None
   entropy_NxT: jax.Array | None = None
+  sample_logps_NxT: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +123,13 @@ def policy_loss(
   agg = lookup(AGGREGATIONS, cfg_loss.aggregation, "loss.aggregation")
   lookup(KL_ESTIMATORS, cfg_loss.kl_estimator, "loss.kl_estimator")  # fail early on a typo
   eps_low, eps_high = resolve_clip(cfg_loss)
-  ref_logps_NxT, entropy_NxT = terms or Terms()
+  ref_logps_NxT, entropy_NxT, sample_logps_NxT = terms or Terms()
   _check(cfg_loss, ref_logps_NxT, entropy_NxT)
+  if cfg_loss.rollout_correction != "none" and sample_logps_NxT is None:
+    raise ValueError(
+      f"loss.rollout_correction = {cfg_loss.rollout_correction!r} needs the sampler's "
+      "log-probs (Terms.sample_logps_NxT)"
+    )
   kl_coef, entropy_coef = cfg_loss.kl_coef, cfg_loss.entropy_coef
   log_clamp = cfg_loss.ratio_log_clamp
 
@@ -133,6 +143,11 @@ def policy_loss(
 
   ratio_NxT = kind.ratio(logps_NxT, old_logps_NxT, valid_NxT, log_clamp)
   loss_NxT, flags = clipped_surrogate(ratio_NxT, adv_NxT, eps_low, eps_high, cfg_loss.dual_clip)
+  if sample_logps_NxT is not None:  # rollout correction (grpo_jax.losses.correction)
+    sample_logps_NxT = jnp.asarray(sample_logps_NxT, dtype)
+    weight_NxT = correction.weights_NxT(old_logps_NxT, sample_logps_NxT, valid_NxT, cfg_loss)
+    if weight_NxT is not None:
+      loss_NxT = loss_NxT * weight_NxT
   policy = agg(loss_NxT, valid_NxT, denoms)
   total = policy
 

@@ -60,6 +60,8 @@ def inactive(e) -> tuple[str, ...]:
     drop.append("dapo/")
   if e.loss.kl_coef == 0:
     drop.append("loss/kl")  # no reference model
+  if e.loss.rollout_correction != "seq_mis":
+    drop.append("mismatch/masked_frac")
   if e.loss.dual_clip == 0:
     drop.append("clip/dual_frac")
   if e.advantage.baseline != "subgroup_offset":

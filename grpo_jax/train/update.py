@@ -207,7 +207,7 @@ def make_update_fn(
       rows["mask_NxT"],
       cfg.loss,
       denoms,
-      loss_lib.Terms(rows.get("ref_logps_NxT"), entropy_NxT),
+      loss_lib.Terms(rows.get("ref_logps_NxT"), entropy_NxT, rows.get("sample_logps_NxT")),
     )
     return loss, (aux, jax.lax.stop_gradient(logps_NxT))
 
@@ -252,6 +252,8 @@ def make_update_fn(
       "mask_NxT": mask_NxT,
       "advantages_N": advantages_N,
     }
+    if cfg.loss.rollout_correction != "none":  # the loss weighs tokens by π_old / π_sampler
+      rows["sample_logps_NxT"] = batch.sample_logps_NxT
     num_rows = mask_NxT.shape[0]
     chunks = num_parts(num_rows, micro_rows, "loss.micro_batch_size")
     blocks = row_blocks(num_rows, chunks, devices)
@@ -298,6 +300,9 @@ def make_update_fn(
       "update/steps": jnp.asarray(iterations * minibatches, jnp.float32),
       **adv_aux,
       **rollout_metrics(batch, logps_NxT),
+      **loss_lib.mismatch_metrics(
+        logps_NxT, batch.sample_logps_NxT, mask_NxT, batch.group_ids_N >= 0, cfg.loss
+      ),
     }
     new_state = dict(
       state, params=params, opt_state=opt_state, anchor=anchor, step=state["step"] + 1
