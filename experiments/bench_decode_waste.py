@@ -87,7 +87,7 @@ def run_real(args) -> list[dict]:
           "len_p90": float(np.percentile(lengths, 90)),
           "len_max": int(lengths.max()),
           "truncated_frac": float(out.truncated_N.mean()),
-          "decode_steps": out["decode_steps"],
+          "decode_steps": out.decode_steps,
           "schedule_steps": model_steps,  # the host schedule model's count: the same
           "waste": out.decode_waste,
           "compile_s": compile_s,

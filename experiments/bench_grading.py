@@ -79,7 +79,7 @@ def sample_completions(cfg, task, count: int, group_size: int, rows_per_call: in
     t0 = time.perf_counter()
     out = generate(policy, task, prompts_NxP, mask_NxP, jax.random.key(seed + call), group_size)
     times.append(time.perf_counter() - t0)
-    completions += out["completions"]
+    completions += list(out.completions)
     golds += [row["answer"] for row in rows]
     call += 1
   steady = times[1:] or times

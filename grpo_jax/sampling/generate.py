@@ -27,6 +27,7 @@ class Samples:
   logps_NxT: np.ndarray  # float32; the sampler's log-probs of the sampled tokens
   truncated_N: np.ndarray  # bool; no stop token within the window
   decode_waste: float  # the decode loop's slot-steps spent on stopped rows (waste.decode_waste)
+  decode_steps: int  # the decode loop's iterations
   completions: tuple[str, ...] = ()  # the decoded texts (``generate``; not ``draw_rows``)
 
   @classmethod
@@ -39,6 +40,7 @@ class Samples:
       logps_NxT=np.asarray(out.logps_NxT, np.float32)[:n],
       truncated_N=np.asarray(out.truncated_N)[:n],
       decode_waste=loop_waste(out, settings, num_rows),
+      decode_steps=int(out.decode_steps),
     )
 
 
