@@ -74,6 +74,8 @@ class BenchTask:
   """The task interface ``OneStageRollout`` needs: fixed prompts (``prompts_of``), HF-tokenizer
   decoding, the reward above. ``eos_id = -1``: no sampled token ends a row (no early stop)."""
 
+  votes = False  # no answers to vote on
+
   def __init__(self, tokenizer, prompts: dict):
     self.tokenizer, self.prompts_BxP, self.mask_BxP = (
       tokenizer,

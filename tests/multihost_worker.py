@@ -11,6 +11,7 @@ import json
 import pathlib
 import sys
 
+import jax
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -29,7 +30,7 @@ def length_parity_rewards(self, problems, completions):
 
 def counted(shard_batch):
   def wrapper(batch, mesh):
-    WORK["mesh_rows"] += len(next(iter(batch.values())))
+    WORK["mesh_rows"] += len(jax.tree.leaves(batch)[0])  # a dict or an UpdateBatch
     return shard_batch(batch, mesh)
 
   return wrapper

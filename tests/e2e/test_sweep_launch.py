@@ -89,6 +89,8 @@ def test_pod_commands_and_dry_run_through_the_launcher(tmp_path):
   inner = shlex.split(words[8][len("--command=") :])
   assert inner[:3] == ["cd", "grpo_jax", "&&"] and inner[-1] == "--distributed_auto"
   assert inner[5:7] == ["--config", "configs/paper_hadw_qwen3_8b.py:algo=grpo,hadw=0"]
-  out = _run(LAUNCH + ["--config", "configs/paper_hadw_qwen3_4b.py", "--dry_run"])
+  out = _run(
+    LAUNCH + ["--config", "configs/paper_hadw_qwen3_4b.py", "--dry_run", "--target=v5p-64"]
+  )
   assert "mesh (data, fsdp, tensor) = (2, 8, 4), 64 devices" in out
-  assert "fits in 90% of 95 GiB: True" in out and "peak" in out
+  assert "fits in 90% of 95.0 GiB: True" in out and "peak" in out
