@@ -84,6 +84,7 @@ class BenchTask:
     )
     self.pad_id, self.eos_id, self.prompt_len = prompts["pad_id"], -1, self.prompts_BxP.shape[1]
     self.stop_ids = (self.eos_id,)
+    self.last_reward_metrics, self.load_metrics = {}, {}  # nothing to report
 
   def encode_prompts(self, problems):
     rows = np.asarray(problems)
