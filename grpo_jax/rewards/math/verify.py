@@ -88,9 +88,12 @@ class VerifierPool:
   """``num_workers`` math-verify processes; ``check`` grades (gold, pred) pairs in parallel.
 
   Thread-safe (one batch at a time); started lazily, restarted per dead or killed worker.
+  ``startup_timeout_s`` bounds a worker that neither reports ready nor exits: a fresh
+  environment's first start compiles sympy's and the LaTeX parser's bytecode, which takes
+  minutes on a loaded 2-core host (a worker that exits is reported at once).
   """
 
-  def __init__(self, num_workers: int = 2, startup_timeout_s: float = 120.0):
+  def __init__(self, num_workers: int = 2, startup_timeout_s: float = 600.0):
     self.num_workers = max(1, int(num_workers))
     self.startup_timeout_s = startup_timeout_s
     self._workers: list[_Worker] = []
@@ -136,7 +139,9 @@ class VerifierPool:
               pending.append(i)
               self._replace(w)
           elif not w.ready and now - w.started > self.startup_timeout_s:
-            raise RuntimeError("math-verify worker did not start (is math-verify installed?)")
+            raise RuntimeError(
+              f"math-verify worker did not report ready within {self.startup_timeout_s:.0f} s"
+            )
         deadlines = [w.task[1] for w in self._workers if w.task]
         wait_s = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 0.5
         readable, _, _ = select.select([w.fd for w in self._workers], [], [], wait_s)
