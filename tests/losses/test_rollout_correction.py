@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config, views
 from grpo_jax.losses import correction
+from tests.losses.test_loss_config import make_cfg
 
 # Two rows of three tokens (the second has two); μ = 1, so old = current.
 LOGP = np.array([[-1.0, -2.0, -0.5], [-0.3, -1.2, 0.0]], np.float32)
@@ -20,11 +20,7 @@ MASK = np.array([[1, 1, 1], [1, 1, 0]], np.float32)
 ADV = np.array([1.0, -2.0], np.float32)
 
 
-def cfg(**kw):
-  c = base_config().loss
-  for k, v in kw.items():
-    c[k] = v
-  return views.of(c, "loss")
+cfg = make_cfg  # the validated ``loss`` group with the given keys
 
 
 def loss_and_grad(c, sample=SAMPLE):
