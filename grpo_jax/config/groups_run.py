@@ -182,6 +182,21 @@ class Sampling(View):
   )
 
 
+@group("rollout")
+class Rollout(View):
+  """How rollouts and updates interleave (``grpo_jax.rollout.overlap``)."""
+
+  off_policy_steps: int = spec(
+    0,
+    ge=0,
+    le=1,
+    doc=(
+      "0 = on-policy; 1 = step k+1's batch is sampled by the parameters before update k, on a "
+      "host thread while that update runs (one update stale; loss.rollout_correction weighs it)"
+    ),
+  )
+
+
 @group("warmstart")
 class Warmstart(View):
   """Supervised warm start on the task's reference solutions, until held-out pass@1 reaches
@@ -265,4 +280,14 @@ class Logging(View):
   wandb_mode: str = spec("online", choices=("disabled", "offline", "online"), doc="the W&B mode")
 
 
-__all__ = ["Checkpoint", "Data", "Eval", "Logging", "Mesh", "Model", "Profile", "Sampling"]
+__all__ = [
+  "Checkpoint",
+  "Data",
+  "Eval",
+  "Logging",
+  "Mesh",
+  "Model",
+  "Profile",
+  "Rollout",
+  "Sampling",
+]

@@ -35,6 +35,7 @@ from grpo_jax.config.groups_run import (
   Mesh,
   Model,
   Profile,
+  Rollout,
   Sampling,
   Warmstart,
 )
@@ -47,6 +48,7 @@ GROUPS: dict[str, type[View]] = {
     Data,
     Profile,
     Sampling,
+    Rollout,
     Strategy,
     Reward,
     Advantage,
@@ -83,6 +85,7 @@ class Experiment:
   data: Data
   profile: Profile
   sampling: Sampling
+  rollout: Rollout
   strategy: Strategy
   reward: Reward
   advantage: Advantage

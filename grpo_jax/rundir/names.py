@@ -17,6 +17,7 @@ EVAL = "eval"  # eval/<benchmark>_step<k>.json and _problems.jsonl
 EVAL_SUMMARY = "summary.md"  # under EVAL: pass@k over steps
 PROFILE = "profile"  # the difficulty profile
 PASS_RATES = "pass_rates.jsonl"  # under PROFILE (pass_rates_step<k>.jsonl after step 0)
+PREFETCH = "prefetch"  # the batch drawn for a checkpoint's step (rollout.off_policy_steps = 1)
 PRESAMPLE = "presample"  # presampled strategy previews
 PRESAMPLE_META = "meta.json"  # under PRESAMPLE (or strategy.presample_path)
 
@@ -36,6 +37,7 @@ __all__ = [
   "METRICS",
   "PASS_RATES",
   "PLOTS",
+  "PREFETCH",
   "PRESAMPLE",
   "PRESAMPLE_META",
   "PROFILE",

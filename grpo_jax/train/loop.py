@@ -25,6 +25,7 @@ from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
 from grpo_jax.rollout import dynamic_sampling
 from grpo_jax.rollout.one_stage import OneStageRollout, build_rollout
+from grpo_jax.rollout.overlap import Prefetcher
 from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sharding import distributed
@@ -190,6 +191,11 @@ def train(
   here once, and passed on).
   """
   cfg = views.build(cfg)
+  if cfg.rollout.off_policy_steps and jax.process_count() > 1:
+    raise ValueError(
+      "config key rollout.off_policy_steps = 1 runs on one process: the rollout thread's "
+      "collectives would interleave with the update's in a different order on each process"
+    )
   workdir = epath.Path(workdir)
   log = distributed.primary_log(log)
   workdir.mkdir(parents=True, exist_ok=True)
@@ -288,6 +294,26 @@ def train(
   if cfg.eval.before:
     results["before"] = primary(evaluate(state["params"], 0))
 
+  def draw(cursor: int, key, params):
+    """One step's batch from data position ``cursor`` (DAPO shaping around the rollout,
+    METHODS §4: dynamic sampling, overlong filter/penalty)."""
+    sample_policy = policy.replace(params=shard_lib.reshard(params, s.sample_shardings))
+    rollout_fn = lambda problems, rng, p=sample_policy: rollout(p, problems, rng)
+    return dynamic_sampling.sample_batch(
+      # Multi-host: each process samples and grades only its own prompts' rows.
+      *distributed.process_share(rollout_fn, task.train_problems, mesh, G, strategy.id_units(cfg)),
+      cursor,
+      key,
+      cfg,
+      row_multiple=shard_lib.batch_size_multiple(mesh),
+      exchange=distributed.RowExchange(mesh),  # job-wide kept groups and metrics
+    )
+
+  # rollout.off_policy_steps = 1: the next step's batch is drawn, by a copy of the parameters
+  # before this step's update, while the update runs (grpo_jax.rollout.overlap).
+  copy_params = lambda p: jax.device_put(p, s.sample_shardings, may_alias=False)
+  prefetch = Prefetcher(draw, copy_params, cfg.rollout.off_policy_steps, workdir)
+
   # Loop.
   first = int(state["step"])
   bar = distributed.progress_bar(
@@ -299,22 +325,10 @@ def train(
       t0 = time.time()
       cursor = int(state["data_pos"])
       keys = step_keys(state["rng"], step)
-      # DAPO shaping around the rollout (METHODS §4): dynamic sampling, overlong filter/penalty.
-      sample_policy = policy.replace(  # the sampling preset
-        params=shard_lib.reshard(state["params"], s.sample_shardings)
-      )
-      rollout_fn = lambda problems, rng, p=sample_policy: rollout(p, problems, rng)
-      batch, consumed = dynamic_sampling.sample_batch(
-        # Multi-host: each process samples and grades only its own prompts' rows.
-        *distributed.process_share(
-          rollout_fn, task.train_problems, mesh, G, strategy.id_units(cfg)
-        ),
-        cursor,
-        keys["sample"],
-        cfg,
-        row_multiple=shard_lib.batch_size_multiple(mesh),
-        exchange=distributed.RowExchange(mesh),  # job-wide kept groups and metrics
-      )
+      batch, consumed, rollout_m = prefetch.take(step, cursor, keys["sample"], state["params"])
+      if cfg.rollout.off_policy_steps and step + 1 < cfg.steps:  # by the params before update
+        next_key = step_keys(state["rng"], step + 1)["sample"]
+        prefetch.start(step + 1, cursor + consumed, next_key, state["params"])
       t1 = time.time()
       if cfg.loss.share_prompt:
         check_shared_prompts(batch, G, rollout.prompt_len)
@@ -327,8 +341,9 @@ def train(
       metrics.update(task.load_metrics)  # data/*: rows dropped or skipped at load
       if cfg.data.pass_rate_band:
         metrics["data/band_problems"] = len(task.train_rows)
-      metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": t2 - t0})
-      metrics.update(step_metrics.throughput(batch, t1 - t0, t2 - t1))
+      metrics.update(rollout_m)  # time/rollout_s; overlap: its wait and rollout/staleness
+      metrics.update({"time/update_s": t2 - t1, "time/step_s": t2 - t0})
+      metrics.update(step_metrics.throughput(batch, rollout_m["time/rollout_s"], t2 - t1))
       metrics.update(step_metrics.peak_memory())
       metrics["optim/lr"] = step_metrics.learning_rate(cfg, step)
       metrics_writer.write(step + 1, step_metrics.active(metrics, cfg))
@@ -339,6 +354,7 @@ def train(
       preempted = watch.reached(step + 1, ckpt)  # the same answer on every process
       if ckpt.due(step + 1, last=step + 1 == cfg.steps) or preempted:
         ckpt.save(step + 1, state)
+        prefetch.save(step + 1)  # off-policy: the batch drawn for step + 1, for a resume
       if preempted:
         log(f"preempted: saving the checkpoint of step {step + 1} and stopping")
         raise Preempted(step + 1)  # the finally below waits for the save
@@ -346,12 +362,14 @@ def train(
         evaluate(state["params"], step + 1)  # the final step is evaluated below
       k = cfg.data.reprofile_every
       if k and (step + 1) % k == 0 and step + 1 < cfg.steps:  # the band follows the policy
+        prefetch.wait()  # off-policy: the next batch is drawn from the band it started with
         params_now = shard_lib.reshard(state["params"], s.sample_shardings)
         profiler = profile.Profiler(cfg, task, mesh, graphdef)
         band = profile.reprofile(profiler, params_now, workdir, step + 1, log)
         write_json(workdir / pass_rates.PROFILE_DIR / f"band_step{step + 1}.json", band)
   finally:
     watch.close()
+    prefetch.close()
     # Pending saves hold earlier, finite steps: finish them even when a step fails.
     ckpt.close()
     metrics_writer.close()
