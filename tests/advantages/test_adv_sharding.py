@@ -52,7 +52,7 @@ CHILD = textwrap.dedent(
 
 
 def test_sharded_jit_equals_unsharded():
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ["XLA_FLAGS"])
   out = subprocess.run(
     [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300
   )

@@ -42,7 +42,7 @@ def test_rl_raises_the_training_reward_of_the_real_model(smollm2_hf_dir, launche
   proc = subprocess.run(
     cmd + overrides,
     cwd=ROOT,
-    env=launcher_env(devices=1),
+    env=launcher_env(devices=1, optimize=True),
     capture_output=True,
     text=True,
     timeout=600,

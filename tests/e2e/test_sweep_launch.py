@@ -17,7 +17,7 @@ LAUNCH = [sys.executable, str(ROOT / "experiments/launch.py")]
 
 
 def _run(args, timeout=900):
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ["XLA_FLAGS"])
   proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
   return proc.stdout

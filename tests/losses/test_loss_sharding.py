@@ -58,7 +58,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_row_sharded_loss_and_gradient_equal_the_full_batch():
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ["XLA_FLAGS"])
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   proc = subprocess.run(
     [sys.executable, "-c", SCRIPT], env=env, cwd=root, capture_output=True, text=True, timeout=300

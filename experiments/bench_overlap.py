@@ -1,0 +1,78 @@
+"""Step time on-policy against one-step off-policy overlap (``rollout.off_policy_steps``).
+
+  python3 experiments/bench_overlap.py --devices 2 --steps 6
+  python3 experiments/bench_overlap.py --model real --devices 2 --steps 6 --overrides \
+      sampling.max_new_tokens=64
+
+Runs ``configs/smollm2_arithmetic.py`` (SmolLM2-135M-Instruct, B 8 × G 8, the warm start, the
+band and evaluation off: the work of each step, not what it learns) through the RL loop once per
+mode in one process, on ``--devices`` CPU devices (one mesh over them), and prints per mode the
+median over the steps after the first two (compilation) of ``time/step_s``, ``time/rollout_s``
+(the sampler's own time), ``time/rollout_wait_s`` (the part of it the step waited for) and
+``time/update_s``, with the ratio on-policy / overlap. ``--overrides`` are ``key=value``
+config overrides applied to both runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import tempfile
+
+import bench_common as bc
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+KEYS = ("time/step_s", "time/rollout_s", "time/rollout_wait_s", "time/update_s")
+
+
+def run(mode: int, steps: int, hf_path: str, overrides: list[str], workdir: str) -> dict:
+  from grpo_jax.config import files as config_file
+  from grpo_jax.rundir import read
+  from grpo_jax.train import loop
+
+  cfg = config_file.load(
+    str(ROOT / f"configs/smollm2_arithmetic.py:hf_path={hf_path},steps={steps},warmstart=0"),
+    [
+      "data.pass_rate_band=()",
+      "eval.before=false",
+      "eval.after=false",
+      "logging.plot=false",
+      "logging.progress=false",
+      f"checkpoint.every={steps}",
+      f"rollout.off_policy_steps={mode}",
+      *overrides,
+    ],
+  )
+  loop.train(cfg, workdir, log=lambda *_: None)
+  steady = read.metrics(workdir)[2:]
+  return {k: float(np.median([m.get(k, m["time/rollout_s"]) for m in steady])) for k in KEYS}
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  p.add_argument("--model", default="real", help="real (SmolLM2-135M-Instruct) or a HF directory")
+  p.add_argument("--devices", type=int, default=2, help="CPU devices (0 = jax's default)")
+  p.add_argument("--steps", type=int, default=6, help="RL steps per mode (the first 2 dropped)")
+  p.add_argument("--overrides", nargs="*", default=[], help="key=value for both runs")
+  args = p.parse_args(argv)
+  if args.steps < 3:
+    p.error("--steps must be at least 3 (the first two steps compile)")
+  bc.set_cpu_devices(args.devices)
+  hf_path = bc.model_dir(args.model)
+  rows = []
+  with tempfile.TemporaryDirectory() as tmp:
+    for mode in (0, 1):
+      times = run(mode, args.steps, hf_path, args.overrides, f"{tmp}/off{mode}")
+      rows.append({"rollout.off_policy_steps": mode, **{k: f"{v:.2f}" for k, v in times.items()}})
+      print(f"off_policy_steps={mode}: {times}", flush=True)
+  ratio = float(rows[0]["time/step_s"]) / float(rows[1]["time/step_s"])
+  print(bc.machine())
+  print(bc.fmt_table(rows, ["rollout.off_policy_steps", *KEYS]))
+  print(f"step time on-policy / overlap: {ratio:.2f}x")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
