@@ -16,6 +16,7 @@ config overrides applied to both runs.
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
 import tempfile
@@ -25,6 +26,7 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KEYS = ("time/step_s", "time/rollout_s", "time/rollout_wait_s", "time/update_s")
+STALENESS = "rollout/staleness"
 
 
 def run(mode: int, steps: int, hf_path: str, overrides: list[str], workdir: str) -> dict:
@@ -47,7 +49,9 @@ def run(mode: int, steps: int, hf_path: str, overrides: list[str], workdir: str)
   )
   loop.train(cfg, workdir, log=lambda *_: None)
   steady = read.metrics(workdir)[2:]
-  return {k: float(np.median([m.get(k, m["time/rollout_s"]) for m in steady])) for k in KEYS}
+  # On-policy the step waits for the whole rollout.
+  times = {k: float(np.median([m.get(k, m["time/rollout_s"]) for m in steady])) for k in KEYS}
+  return {**times, STALENESS: float(np.mean([m.get(STALENESS, 0) for m in steady]))}
 
 
 def main(argv=None) -> int:
@@ -56,6 +60,7 @@ def main(argv=None) -> int:
   p.add_argument("--devices", type=int, default=2, help="CPU devices (0 = jax's default)")
   p.add_argument("--steps", type=int, default=6, help="RL steps per mode (the first 2 dropped)")
   p.add_argument("--overrides", nargs="*", default=[], help="key=value for both runs")
+  p.add_argument("--json", help="also write the results here")
   args = p.parse_args(argv)
   if args.steps < 3:
     p.error("--steps must be at least 3 (the first two steps compile)")
@@ -65,12 +70,16 @@ def main(argv=None) -> int:
   with tempfile.TemporaryDirectory() as tmp:
     for mode in (0, 1):
       times = run(mode, args.steps, hf_path, args.overrides, f"{tmp}/off{mode}")
-      rows.append({"rollout.off_policy_steps": mode, **{k: f"{v:.2f}" for k, v in times.items()}})
+      rows.append({"rollout.off_policy_steps": mode, **times})
       print(f"off_policy_steps={mode}: {times}", flush=True)
-  ratio = float(rows[0]["time/step_s"]) / float(rows[1]["time/step_s"])
-  print(bc.machine())
-  print(bc.fmt_table(rows, ["rollout.off_policy_steps", *KEYS]))
+  ratio = rows[0]["time/step_s"] / rows[1]["time/step_s"]
+  machine = bc.machine()
+  print(machine)
+  print(bc.fmt_table(rows, ["rollout.off_policy_steps", *KEYS, STALENESS]))
   print(f"step time on-policy / overlap: {ratio:.2f}x")
+  if args.json:
+    out = {"machine": machine, "rows": rows, "ratio": ratio, "args": vars(args)}
+    pathlib.Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
   return 0
 
 

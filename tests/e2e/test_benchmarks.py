@@ -299,3 +299,15 @@ def test_bench_step_real_model_with_kl(tmp_path, two_layer_dir):
     assert row[key] > 0, key
   assert 0 < row["ratio_vs_trl"] < float("inf") and np.isfinite(row["kl_last"])
   assert row["ratio_vs_trl"] == pytest.approx(row["trl_step_s"] / row["step_s"])
+
+
+def test_bench_overlap_runs_both_modes_on_the_real_model_cut(tmp_path, smollm2_2layer_dir):
+  small = ["sampling.prompts_per_step=2", "sampling.group_size=4", "sampling.max_new_tokens=8"]
+  args = ["--model", str(smollm2_2layer_dir), "--devices", "2", "--steps", "3", "--overrides"]
+  out = run_bench("bench_overlap.py", args + small + ["loss.micro_batch_size=0"], tmp_path)
+  on, off = out["rows"]
+  assert (on["rollout.off_policy_steps"], off["rollout.off_policy_steps"]) == (0, 1)
+  assert on["rollout/staleness"] == 0 and off["rollout/staleness"] == 1  # the steady steps
+  assert on["time/rollout_wait_s"] == on["time/rollout_s"]  # on-policy the step waits for all
+  assert all(r[k] > 0 for r in (on, off) for k in ("time/step_s", "time/update_s"))
+  assert out["machine"]["devices"] == 2
