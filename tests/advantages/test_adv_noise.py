@@ -38,7 +38,8 @@ def test_hand_computed_offsets_and_their_noise_moments():
   for seed in range(5):
     eps = _noise(seed)
     np.testing.assert_allclose(3 * eps[1] + eps[2] + 2 * eps[3], 0, atol=1e-6)  # zero-sum
-    np.testing.assert_allclose((3 * eps[1] ** 2 + eps[2] ** 2 + 2 * eps[3] ** 2) / 6, 1 / 18, rtol=1e-6)
+    rms2 = (3 * eps[1] ** 2 + eps[2] ** 2 + 2 * eps[3] ** 2) / 6
+    np.testing.assert_allclose(rms2, 1 / 18, rtol=1e-6)
     np.testing.assert_allclose(abs(eps[7]), 0.25, rtol=1e-6)  # 2/2: ±RMS, opposite signs
     np.testing.assert_allclose(eps[7], -eps[8], rtol=1e-6)
     assert eps[10] == 0.0  # one subgroup: no offset, no noise
