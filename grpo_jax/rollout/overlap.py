@@ -24,7 +24,7 @@ draws its first batch on-policy and logs staleness 0 for it.
 
 Multi-host runs keep ``off_policy_steps = 0``: the rollout's collectives (DAPO's row exchange,
 the process share of each round) would interleave with the update's in a different order on
-each process (``grpo_jax.config.checks``).
+each process, so a multi-process run with ``off_policy_steps = 1`` fails at its start.
 """
 
 from __future__ import annotations
