@@ -3,6 +3,7 @@ page stay short, the scripts under experiments/ import the installed package (no
 edits, nothing from tests/), the library never imports torch, and every page the code and docs
 cite is in the repository. Each checker is shown to flag a planted violation."""
 
+import os
 import pathlib
 import re
 
@@ -112,3 +113,13 @@ def test_the_citation_checker_flags_a_missing_page_and_an_outside_one(tmp_path):
     "README.md: seed 000",
     "README.md: ../shared",
   ]
+
+
+@pytest.mark.xdist_group("loadgroup_check")
+def test_xdist_groups_stay_on_one_worker(request):
+  """Under xdist, --dist=loadgroup (pyproject addopts) keeps a group's tests on one worker and
+  marks their ids with the group; pytest 9.2 with pytest-xdist 3.8 dropped it silently, so the
+  real-model tier's tests were split and one worker waited on the other's fixture."""
+  if not os.environ.get("PYTEST_XDIST_WORKER"):
+    pytest.skip("single-process run")
+  assert request.node.nodeid.endswith("@loadgroup_check"), request.node.nodeid
