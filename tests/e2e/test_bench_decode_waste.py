@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import xla_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -22,9 +23,8 @@ def test_bench_decode_waste_counts_steps_as_the_schedule_model(tmp_path, smollm2
   args += ["--new_tokens", "8", "--slots", "2,4", "--reps", "1"]
   args += ["--sim_rows", "64", "--sim_slot_fracs", "0.5", "--sim_blocks", "2"]
   args += ["--sim_budget", "64", "--sim_median", "16", "--sim_draws", "2", "--json", str(out)]
-  flags = os.environ.get("XLA_FLAGS", "").split()  # one device: the slots are one block
-  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  env["XLA_FLAGS"] = " ".join(f for f in flags if "force_host_platform_device_count" not in f)
+  # One device: the slots are one block.
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla_env.flags()}
   proc = subprocess.run(
     [sys.executable, str(ROOT / "experiments" / "bench_decode_waste.py"), *args],
     env=env,

@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 import pytest
+import xla_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -57,8 +58,7 @@ def run_bench(script: str, args: list[str], tmp_path, stand_in_trl: bool = False
     (tmp_path / "trl" / "__init__.py").write_text(STAND_IN_TRL)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
   # Without the tests' 8 simulated devices: the scripts run as typed on one.
-  flags = env.get("XLA_FLAGS", "").split()
-  env["XLA_FLAGS"] = " ".join(f for f in flags if "force_host_platform_device_count" not in f)
+  env["XLA_FLAGS"] = xla_env.flags()
   proc = subprocess.run(
     [sys.executable, str(ROOT / "experiments" / script), *args, "--json", str(out)],
     cwd=ROOT,

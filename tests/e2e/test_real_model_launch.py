@@ -23,6 +23,7 @@ import jax
 import metrics_doc
 import numpy as np
 import pytest
+import xla_env
 from real_model_modes import MODES
 
 from grpo_jax.rundir import read
@@ -45,8 +46,7 @@ def runs(tmp_path_factory, smollm2_2layer_dir):
       shutil.rmtree(root, ignore_errors=True)
       root.mkdir()
       env = dict(os.environ, JAX_PLATFORMS="cpu")
-      flags = [f for f in os.environ["XLA_FLAGS"].split() if "device_count" not in f]
-      env["XLA_FLAGS"] = " ".join([*flags, "--xla_force_host_platform_device_count=2"])
+      env["XLA_FLAGS"] = xla_env.flags(devices=2)
       proc = subprocess.run(
         [sys.executable, str(ROOT / "tests/real_model_modes.py"), str(root), str(hf)],
         env=env,
