@@ -8,13 +8,14 @@ prompt once; 64 prompt slots hold its chat prompts of 49–55 tokens). For each 
 the worked solutions) the library's rollout samples ONE batch of B prompts × G completions of
 at most T new tokens, ended by the model's own stop tokens; then the update runs on that batch
 at the full width T (``loss.length_buckets`` = 0) and cut to its bucket width W
-(``train.length_buckets.LengthAwareUpdate``), alternating, each from a copy of the same state,
-``--reps`` times. Reported: the best time of each (and each pair's ratio), W, the longest and
-mean completion, the first call of each (its compilation) and the XLA compilations, and the
-loss and gradient norm of the two (equal up to float rounding). The rewards are those of
-``--reward``: by default 1 for completions of even length, since the instruct model boxes
-almost no answer before a warm start (and a group of equal rewards has no gradient); the time of
-an update does not depend on them.
+(``train.length_buckets.LengthAwareUpdate``), and on the cut batch's real tokens packed into
+rows of each of ``--pack_widths`` slots (``loss.pack``, ``train.packing.Packer``), alternating,
+each from a copy of the same state, ``--reps`` times. Reported: the best time of each (and each
+pair's ratio), W, the longest and mean completion, the first call of each (its compilation) and
+the XLA compilations, and the loss and gradient norm of each (equal up to float rounding). The
+rewards are those of ``--reward``: by default 1 for completions of even length, since the
+instruct model boxes almost no answer before a warm start (and a group of equal rewards has no
+gradient); the time of an update does not depend on them.
 
   flock /tmp/grpo_heavy.lock python experiments/bench_update_width.py     # real model, ~12 min
   python experiments/bench_update_width.py --model tiny --prompts 2 --group 4 --new_tokens 8 \
@@ -24,6 +25,7 @@ an update does not depend on them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import time
@@ -35,9 +37,11 @@ import numpy as np
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
+from grpo_jax.config import views
 from grpo_jax.rollout.one_stage import Policy, SampleSettings
 from grpo_jax.train.length_buckets import LengthAwareUpdate, longest_completion
 from grpo_jax.train.loop import setup
+from grpo_jax.train.packing import Packer
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
 from grpo_jax.train.warmstart import warm_start
@@ -99,6 +103,11 @@ def measure(args, cfg, s, step, state, counter) -> dict:
     "full": LengthAwareUpdate(lambda T: step, s.mesh, 0),
     "cut": LengthAwareUpdate(lambda T: step, s.mesh, args.buckets),
   }
+  devices = shard_lib.batch_size_multiple(s.mesh)
+  for width in pack_widths(args):  # padding-free: the cut batch's real tokens packed (loss.pack)
+    loss = dataclasses.replace(views.of(cfg).loss, pack=True, pack_width=width)
+    packer = Packer(loss, cfg.sampling.group_size, devices)
+    sides[f"pack{width}"] = LengthAwareUpdate(lambda T: step, s.mesh, args.buckets, pack=packer)
   jax.block_until_ready(jax.tree.map(jnp.copy, state))  # compiles the copies before counting
   times = {name: [] for name in sides}
   first, compiles, out = {}, {}, {}
@@ -116,6 +125,22 @@ def measure(args, cfg, s, step, state, counter) -> dict:
   m_full, m_cut = out["full"], out["cut"]
   best = {name: min(ts) for name, ts in times.items()}
   pairs = [f / c for f, c in zip(times["full"], times["cut"])]
+  packed = {}
+  for width in pack_widths(args):
+    name, m = f"pack{width}", out[f"pack{width}"]
+    packed.update(
+      {
+        f"{name}_s": best[name],
+        f"{name}_vs_full": best["full"] / best[name],
+        f"{name}_vs_cut": best["cut"] / best[name],
+        f"{name}_rows": int(m["pack/rows"]),
+        f"{name}_width": int(m["pack/width"]),
+        f"{name}_fill": m["pack/fill"],
+        f"{name}_first_s": first[name],
+        f"{name}_loss": m["loss/total"],
+        f"{name}_grad_norm": m["grad/norm"],
+      }
+    )
   return {
     "B": args.prompts,
     "G": args.group,
@@ -144,7 +169,21 @@ def measure(args, cfg, s, step, state, counter) -> dict:
     "loss_cut": m_cut["loss/total"],
     "grad_norm_full": m_full["grad/norm"],
     "grad_norm_cut": m_cut["grad/norm"],
+    "padded_fill": out["cut"].get("pack/padded_fill", _fill(batch, int(m_cut["update/width"]))),
+    **packed,
   }
+
+
+def _fill(batch, width: int) -> float:
+  """Real tokens / slots of the batch cut to ``width`` response slots."""
+  mask_NxL = batch.input_mask_NxL
+  P = mask_NxL.shape[1] - batch.completion_mask_NxT.shape[1]
+  return float(mask_NxL[:, : P + width].sum() / (mask_NxL.shape[0] * (P + width)))
+
+
+def pack_widths(args) -> list[int]:
+  """``--pack_widths`` as ints (0 = the cut batch's row width)."""
+  return [int(w) for w in args.pack_widths.split(",") if w.strip()]
 
 
 def main():
@@ -156,6 +195,12 @@ def main():
   ap.add_argument("--new_tokens", type=int, default=64)
   ap.add_argument("--buckets", type=int, default=4, help="loss.length_buckets of the cut side")
   ap.add_argument("--micro_batch_size", type=int, default=16)
+  ap.add_argument(
+    "--pack_widths",
+    default="0,256",
+    help="packed sides (loss.pack) by loss.pack_width, comma-separated; 0 = the cut row width; "
+    "'' = none",
+  )
   ap.add_argument("--kl_coef", type=float, default=0.0)
   ap.add_argument("--reps", type=int, default=3, help="timed pairs (after one compiling pair)")
   ap.add_argument("--seed", type=int, default=0, help="the sampling key")
@@ -205,7 +250,8 @@ def main():
     rows.append({"model": args.model, "warmstart_steps": warm, **row})
     print(json.dumps(rows[-1]), flush=True)
   cols = ["model", "warmstart_steps", "B", "G", "P", "T", "len_mean", "longest", "width"]
-  print(bc.fmt_table(rows, cols + ["full_s", "cut_s", "ratio", "ratio_paired_median"]))
+  packed = [f"pack{w}_{k}" for w in pack_widths(args) for k in ("rows", "s", "vs_full", "vs_cut")]
+  print(bc.fmt_table(rows, cols + ["full_s", "cut_s", "ratio", "ratio_paired_median", *packed]))
   if args.json:
     with open(args.json, "w") as f:
       json.dump({"machine": info, "update_width": rows}, f, indent=2, default=str)

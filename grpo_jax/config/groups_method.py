@@ -179,6 +179,20 @@ class Loss(View):
       "widths ceil(T / 2^k); 0 or 1 = always the full width T"
     ),
   )
+  pack: bool = spec(
+    False,
+    doc=(
+      "the update's forward passes run on the real tokens packed into rows with segment ids "
+      "(padding-free; shared prompts once per segment with share_prompt)"
+    ),
+  )
+  pack_width: int = spec(
+    0, ge=0, doc="pack: token slots of a packed row; 0 = the update's row width P + T"
+  )
+
+  def check(self):
+    if self.pack_width and not self.pack:
+      fail(f"config key loss.pack_width = {self.pack_width} needs loss.pack = True (or 0)")
 
 
 @group("dapo")

@@ -21,12 +21,10 @@ from flax import nnx
 from grpo_jax.models.logprobs import Window, predicting_hidden, scored_window
 
 
-def hidden_and_unembedding(
-  graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL, first: int, share: int = 1
-):
+def hidden_and_unembedding(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL, window):
   """(hidden states h_BxTxD that predict positions first … L−1, unembedding W_VxD as rows, its
-  dtype) of the padded batch; ``share`` as in ``predicting_hidden``."""
-  model, h_BxTxD = predicting_hidden(graphdef, params, tokens_BxL, mask_BxL, first, share)
+  dtype) of the padded batch; ``window`` = (first, share, packed) as in ``predicting_hidden``."""
+  model, h_BxTxD = predicting_hidden(graphdef, params, tokens_BxL, mask_BxL, *window)
   if model.lm_head is None:
     return h_BxTxD, model.embed_tokens.embedding[...], model.embed_tokens.dtype
   return h_BxTxD, model.lm_head.kernel[...].T, model.lm_head.dtype
@@ -48,10 +46,10 @@ def chunked_token_logps(vocab_chunk: int = 8192):
     with_entropy: bool = False,
     window: Window | None = None,
   ):
-    start, share = window or Window()
+    start, share, packed = window or Window()
     first, targets_BxL1, place = scored_window(tokens_BxL, mask_BxL, start, share)
     h_BxLxD, w_VxD, dtype = hidden_and_unembedding(
-      graphdef, params, tokens_BxL, mask_BxL, first, share
+      graphdef, params, tokens_BxL, mask_BxL, Window(first, share, packed)
     )
     V, D = w_VxD.shape
     C = min(int(vocab_chunk), V)

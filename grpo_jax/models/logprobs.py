@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from grpo_jax.models.packing import Packed, packed_hidden
 from grpo_jax.models.shared_prompt import check_share, shared_prompt_hidden
 from grpo_jax.models.transformer import causal_mask, positions_from_mask, real_tokens
 
@@ -29,12 +30,22 @@ def final_hidden(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL):
 
 
 def predicting_hidden(
-  graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL, first: int, share: int = 1
+  graphdef: nnx.GraphDef,
+  params: dict,
+  tokens_BxL,
+  mask_BxL,
+  first: int,
+  share: int = 1,
+  packed: Packed | None = None,
 ):
   """(the merged model, h_BxTxD): final-norm hidden states at positions first−1 … L−2, which
   predict the tokens at first … L−1. ``share`` > 1: the rows come in aligned runs of ``share``
   with the same tokens and mask in slots [0, first), and each run's prompt is run once
-  (``shared_prompt.py``)."""
+  (``shared_prompt.py``). ``packed``: the same states from one pass over the batch's real
+  tokens packed into rows (``packing.py``; ``first`` is then its prompt width P)."""
+  if packed is not None:
+    model = nnx.merge(graphdef, params)
+    return model, packed_hidden(model, packed)
   if share > 1:
     model = nnx.merge(graphdef, params)
     return model, shared_prompt_hidden(model, tokens_BxL, mask_BxL, first, share)
@@ -68,10 +79,12 @@ def scored_window(tokens_BxL: jax.Array, mask_BxL: jax.Array, start: int, share:
 class Window(NamedTuple):
   """The positions a log-prob call scores: ``start`` … L−1 (``start`` 0: every position, 0 at
   position 0), over rows that come in aligned runs of ``share`` with one prompt in slots
-  [0, start), computed once per run (``share`` > 1 needs ``start`` > 0)."""
+  [0, start), computed once per run (``share`` > 1 needs ``start`` > 0). ``packed``: the rows'
+  real tokens packed with ``start`` = P (``packing.py``), the forward pass run on those."""
 
   start: int = 0
   share: int = 1
+  packed: Packed | None = None
 
 
 def token_logps(
@@ -94,11 +107,11 @@ def token_logps(
   (with ``start`` > 0): rows come in aligned runs of ``share`` that repeat one prompt in slots
   [0, start), computed once per run (``predicting_hidden``).
   """
-  start, share = window or Window()
+  start, share, packed = window or Window()
   if isinstance(temperature, (int, float)) and temperature <= 0:
     raise ValueError(f"token_logps needs temperature > 0, got {temperature}")
   first, targets_BxT, place = scored_window(tokens_BxL, mask_BxL, start, share)  # checks first
-  model, h_BxTxD = predicting_hidden(graphdef, params, tokens_BxL, mask_BxL, first, share)
+  model, h_BxTxD = predicting_hidden(graphdef, params, tokens_BxL, mask_BxL, first, share, packed)
   z_BxTxV = model.logits(h_BxTxD).astype(jnp.float32) / temperature
   # log softmax(z)[y] = z_y − logsumexp(z): the B×T×V log-probs are never materialised
   # (docs/results/2026-12-02_performance.md).

@@ -73,7 +73,9 @@ class Transformer(nnx.Module):
     remat = self.cfg.remat != "none" and (kv_caches is None or isinstance(cache_index, int))
     for i, layer in enumerate(self.layers):
       kv = None if kv_caches is None else kv_caches[i]
-      mask_i = window_mask(mask_BxLxS, self.cfg.window(i), cache_index)
+      # Uncached, the window is over RoPE positions: a packed row's segments restart them.
+      positions = positions_BxL if kv_caches is None else None
+      mask_i = window_mask(mask_BxLxS, self.cfg.window(i), cache_index, positions)
       if remat:
         call = _remat_layer(self.cfg.remat, cache_index)
         x_BxLxD, kv = call(layer, x_BxLxD, positions_BxL, mask_i, kv)
@@ -124,15 +126,23 @@ def _remat_layer(name: str, cache_index: int | None = None):
   return nnx.remat(call, policy=REMAT_POLICIES[name])
 
 
-def window_mask(mask_BxLxS: jax.Array, window: int, cache_index=None) -> jax.Array:
+def window_mask(
+  mask_BxLxS: jax.Array, window: int, cache_index=None, positions_BxL=None
+) -> jax.Array:
   """mask ∧ (q_slot − k_slot < W); query l sits at slot cache_index + l (0 + l uncached;
   ``cache_index`` a scalar or one slot per row).
 
-  Slots, not RoPE positions, as HF does; within a row real tokens occupy consecutive slots,
-  so the two agree wherever the mask is on. ``window == 0`` returns the mask unchanged.
+  Slots, as HF does; within a padded row real tokens occupy consecutive slots, so slots and RoPE
+  positions agree wherever the mask is on. ``positions_BxL`` (uncached, L = S): the distance is
+  q_pos − k_pos instead, which a packed row needs (``packing.py``: its segments restart the
+  positions) and which equals the slot distance on a padded row's real tokens. ``window == 0``
+  returns the mask unchanged.
   """
   if window <= 0:
     return mask_BxLxS
+  if positions_BxL is not None:
+    distance_BxLxS = positions_BxL[:, :, None] - positions_BxL[:, None, :]
+    return mask_BxLxS & (distance_BxLxS < window)
   L, S = mask_BxLxS.shape[-2:]
   index = 0 if cache_index is None else cache_index
   if jnp.ndim(index) == 1:  # one slot per row (index_B): a per-row window

@@ -17,6 +17,7 @@ import numpy as np
 from flax import struct
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.models.packing import Packed
 
 # Per-row arrays and their dtypes, in the order of the dataclass fields.
 ARRAYS = {
@@ -50,6 +51,9 @@ class UpdateBatch:
   subgroup_ids_N: jax.Array
   loss_mask_N: jax.Array
   step_accuracy_N: jax.Array  # HA-DW's y_t on every row (RolloutBatch.device_batch)
+  # With loss.pack: the rows' real tokens in packed rows (grpo_jax.train.packing), whose
+  # forward passes replace the padded rows'; its rows split over the devices like N's.
+  packed: Packed | None = None
 
 
 DEVICE_KEYS = tuple(f.name for f in dataclasses.fields(UpdateBatch))

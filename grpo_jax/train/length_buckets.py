@@ -78,13 +78,16 @@ class LengthAwareUpdate:
 
   Adds ``update/width`` (W) and ``update/compiled_widths`` (the distinct (T, W) run so far,
   one compilation of the update each) to the metrics, and ``log``s each new width once.
-  ``buckets`` = ``loss.length_buckets`` (0 or 1: always W = T).
+  ``buckets`` = ``loss.length_buckets`` (0 or 1: always W = T). ``pack``: a
+  ``grpo_jax.train.packing.Packer`` that packs the cut batch's real tokens (``loss.pack``; its
+  packed rows R are then part of the shape: ``update/compiled_widths`` counts (T, W, R)).
   """
 
-  def __init__(self, make_step, mesh, buckets: int, log=None):
+  def __init__(self, make_step, mesh, buckets: int, log=None, pack=None):
     self.make_step, self.mesh, self.buckets, self.log = make_step, mesh, int(buckets), log
+    self.pack = pack
     self.steps: dict[int, object] = {}  # T -> jitted update
-    self.shapes: list[tuple[int, int]] = []  # (T, W) in the order first run
+    self.shapes: list[tuple[int, ...]] = []  # (T, W[, R]) in the order first run
 
   def width(self, batch) -> tuple[int, int]:
     """(T, W) of a ``RolloutBatch``: W from the longest completion of every process's rows."""
@@ -97,14 +100,19 @@ class LengthAwareUpdate:
     T, W = self.width(batch)
     if T not in self.steps:
       self.steps[T] = self.make_step(T)
-    if (T, W) not in self.shapes:
-      self.shapes.append((T, W))
+    arrays, extra = cut(batch.device_batch(), W), {}
+    shape = (T, W)
+    if self.pack is not None:
+      arrays, extra = self.pack(arrays)
+      shape = (T, W, int(extra["pack/rows"]))
+    if shape not in self.shapes:
+      self.shapes.append(shape)
       if self.log is not None:
         widths = bucket_widths(T, self.buckets)
-        self.log(f"update: width {W} of {T} response slots (buckets {list(widths)})")
-    arrays = cut(batch.device_batch(), W)
+        packed = f", {shape[2]} packed rows" if self.pack is not None else ""
+        self.log(f"update: width {W} of {T} response slots (buckets {list(widths)}){packed}")
     state, metrics = self.steps[T](state, shard_lib.shard_batch(arrays, self.mesh))
-    extra = {"update/width": W, "update/compiled_widths": len(self.shapes)}
+    extra.update({"update/width": W, "update/compiled_widths": len(self.shapes)})
     return state, {**metrics, **extra}
 
 

@@ -34,6 +34,7 @@ from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
+from grpo_jax.train.packing import Packer
 from grpo_jax.train.preemption import Preempted, PreemptionWatch
 from grpo_jax.train.samples import step_samples
 from grpo_jax.train.state import init_state, step_keys
@@ -228,7 +229,11 @@ def train(
     return shard_lib.under_mesh(step_fn, mesh) if cfg.mesh.constrain_activations else step_fn
 
   # The update on each batch cut to its longest completion (one compile per bucket width).
-  update_step = LengthAwareUpdate(make_step, mesh, cfg.loss.length_buckets, log=log)
+  packer = None
+  if cfg.loss.pack:  # the forward passes over the real tokens packed into rows
+    devices = shard_lib.batch_size_multiple(mesh)
+    packer = Packer(cfg.loss, G, devices, jax.process_count())
+  update_step = LengthAwareUpdate(make_step, mesh, cfg.loss.length_buckets, log, packer)
 
   # Restore, or warm start and begin.
   tracker = None

@@ -178,6 +178,10 @@ def make_update_fn(
   def completion_logps(params, rows, share, with_entropy=False):
     # model.logps_vocab_chunk > 0: online logsumexp over vocabulary chunks, no N×L×V logits.
     logps_fn = chunked_token_logps(vocab_chunk) if vocab_chunk > 0 else models.token_logps
+    # The prompt's positions are never unembedded; ``share`` rows per prompt pass, or one pass
+    # over the packed rows (which hold each shared prompt once per segment).
+    packed = rows.get("packed")
+    window = models.Window(prompt_len, share if packed is None else 1, packed)
     return logps_fn(
       graphdef,
       params,
@@ -185,8 +189,7 @@ def make_update_fn(
       rows["input_mask_NxL"],
       temperature,
       with_entropy,
-      # The prompt's positions are never unembedded; ``share`` rows per prompt pass.
-      models.Window(prompt_len, share),
+      window,
     )
 
   def loss_fn(params, rows, denoms, share):
@@ -252,6 +255,8 @@ def make_update_fn(
       "mask_NxT": mask_NxT,
       "advantages_N": advantages_N,
     }
+    if batch.packed is not None:  # loss.pack: split with the rows (whole cells a part)
+      rows["packed"] = batch.packed
     if cfg.loss.rollout_correction != "none":  # the loss weighs tokens by π_old / π_sampler
       rows["sample_logps_NxT"] = batch.sample_logps_NxT
     num_rows = mask_NxT.shape[0]

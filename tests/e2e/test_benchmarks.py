@@ -175,7 +175,8 @@ def test_bench_logps_paths_agree(tmp_path):
 def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
   """The tiny checkpoint with its EOS embedding scaled by −40 (tied, so EOS's logit dominates and
   completions end after a token or two): the batch cut to its bucket width, the update at both
-  widths with the same loss and gradient, one compilation each; then the same after one
+  widths and on packed rows of two widths with the same loss and gradient, one compilation
+  each; then the same after one
   warm-start step (which moves the model off its short completions)."""
   from safetensors.numpy import load_file, save_file
 
@@ -190,7 +191,8 @@ def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
   res = run_bench(
     "bench_update_width.py",
     ["--model", str(model), "--prompts", "2", "--group", "4", "--new_tokens", "16",
-     "--buckets", "4", "--micro_batch_size", "4", "--reps", "2", "--warmstart_steps", "0,1"],
+     "--buckets", "4", "--micro_batch_size", "4", "--reps", "2", "--warmstart_steps", "0,1",
+     "--pack_widths", "0,256"],
     tmp_path,
   )  # fmt: skip
   rows = res["update_width"]
@@ -203,6 +205,11 @@ def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
     assert row["ratio"] == pytest.approx(row["full_s"] / row["cut_s"])
     np.testing.assert_allclose(row["loss_cut"], row["loss_full"], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(row["grad_norm_cut"], row["grad_norm_full"], rtol=1e-4, atol=1e-7)
+    for side in ("pack0", "pack256"):  # the packed rows' update: the same loss and gradient
+      np.testing.assert_allclose(row[f"{side}_loss"], row["loss_full"], rtol=1e-5, atol=1e-7)
+      np.testing.assert_allclose(row[f"{side}_grad_norm"], row["grad_norm_full"], rtol=1e-4)
+      assert row[f"{side}_s"] > 0 and 0 < row[f"{side}_fill"] <= 1
+    assert row["pack256_width"] == 256 and row["pack256_rows"] <= row["pack0_rows"] <= 8
   first = rows[0]
   assert first["width"] < 16
   assert first["compiles_full"] >= 1 and first["compiles_cut"] >= 1  # one program, two widths
