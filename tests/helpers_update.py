@@ -1,18 +1,23 @@
 """The update tests' length-aware set-up (``tests/train/test_update_width.py``,
 ``tests/train/test_packing.py``): a tiny model under SGD, its jitted update per setting, and the
-synthetic batch with short completions."""
+synthetic batch with short completions; and the tiny config's training loop in this process."""
 
 import functools
+import pathlib
 
 import jax
 import numpy as np
 import optax
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config import files as config_file
+from grpo_jax.rundir import read
+from grpo_jax.train import loop
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 LONGEST = 5  # completion slots used of the tiny config's T = 12: bucket width 6 of (2, 3, 6, 12)
 
 
@@ -86,3 +91,42 @@ def run(update, state, batch, fresh):
 
 def to_host(metrics):
   return {k: np.asarray(v) for k, v in jax.device_get(metrics).items()}
+
+
+# Mixed rewards from the untrained tiny model (countdown's would all be 0: no gradient, no update).
+# With a file ``fail_after`` holding n, the call after n more calls raises (and removes it).
+PARITY = """
+import pathlib
+FAIL_AFTER = pathlib.Path(__file__).parent / "fail_after"
+
+def parity(prompts, completions, **columns):
+  if FAIL_AFTER.exists():
+    left = int(FAIL_AFTER.read_text())
+    if left == 0:
+      FAIL_AFTER.unlink()
+      raise ConnectionError("the grader went away")
+    FAIL_AFTER.write_text(str(left - 1))
+  return [len(c) % 2 for c in completions]
+"""
+
+
+def tiny_loop(tmp_path, name, *overrides):
+  """The metrics of ``configs/tiny_test.py`` trained for 4 steps (+ overrides) in this process,
+  rewarded by completion-length parity (``PARITY``) in ``tmp_path / name``."""
+  (tmp_path / "parity.py").write_text(PARITY)
+  cfg = config_file.load(
+    str(ROOT / "configs/tiny_test.py"),
+    [
+      "steps=4",
+      "eval.before=false",
+      "eval.after=false",
+      "logging.plot=false",
+      "logging.tensorboard=false",
+      "optimizer.warmup_steps=0",
+      "optimizer.learning_rate=3e-3",
+      f"reward.functions=('{tmp_path}/parity.py:parity',)",
+      *overrides,
+    ],
+  )
+  loop.train(cfg, tmp_path / name, log=lambda *_: None)
+  return read.metrics(tmp_path / name)

@@ -110,6 +110,7 @@ def test_every_loss_key_is_covered_above():
     "num_minibatches",  # flipped in tests/train/test_update_iterations.py (a trainer key)
     "share_prompt",  # flipped in tests/models/test_shared_prompt.py (a trainer key)
     "length_buckets",  # flipped in tests/train/test_update_width.py (the update's width)
+    "pack", "pack_width",  # flipped in tests/train/test_packing.py (the update's forward rows)
     # flipped in tests/losses/test_rollout_correction.py
     "rollout_correction", "rollout_is_cap", "rollout_mis_low", "rollout_mis_high",
   }  # fmt: skip

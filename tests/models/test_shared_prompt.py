@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers_models import FAMILIES, small_model
 
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
@@ -26,19 +27,7 @@ P, T, V = 10, 12, 97
 
 
 def _model(family="qwen3", **kw):
-  layers = 3
-  cfg = models.ModelConfig(
-    vocab_size=V,
-    hidden_dim=32,
-    num_layers=layers,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=8,
-    mlp_dim=64,
-    family=family,
-    **kw,
-  )
-  return models.init_params(cfg, 0)
+  return small_model(family, V, **kw)
 
 
 def _batch(num_runs=3, share=4, seed=0):
@@ -59,13 +48,6 @@ def _batch(num_runs=3, share=4, seed=0):
 def _close(a, b, rtol=2e-5, atol=2e-5):
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_allclose(np.asarray(y), np.asarray(x), rtol=rtol, atol=atol)
-
-
-FAMILIES = [
-  ("qwen3", {}),
-  ("llama", {}),
-  ("olmo3", {"sliding_window": 5, "layer_types": ("sliding_attention",) * 2 + ("full_attention",)}),
-]
 
 
 @pytest.mark.parametrize("family,kw", FAMILIES, ids=[f for f, _ in FAMILIES])

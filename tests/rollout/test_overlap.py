@@ -8,6 +8,7 @@ import pathlib
 import metrics_doc
 import numpy as np
 import pytest
+from helpers_update import tiny_loop
 
 from grpo_jax.config import files as config_file
 from grpo_jax.rewards.functions import RewardError
@@ -68,47 +69,10 @@ def test_the_batch_drawn_for_a_checkpoint_is_saved_and_taken_on_resume(tmp_path)
   resumed.close()
 
 
-# Mixed rewards from the untrained tiny model (countdown's would all be 0: no gradient, no update).
-# With a file ``fail_after`` holding n, the call after n more calls raises (and removes it).
-PARITY = """
-import pathlib
-FAIL_AFTER = pathlib.Path(__file__).parent / "fail_after"
-
-def parity(prompts, completions, **columns):
-  if FAIL_AFTER.exists():
-    left = int(FAIL_AFTER.read_text())
-    if left == 0:
-      FAIL_AFTER.unlink()
-      raise ConnectionError("the grader went away")
-    FAIL_AFTER.write_text(str(left - 1))
-  return [len(c) % 2 for c in completions]
-"""
-
-
-def _run(tmp_path, name, *overrides):
-  (tmp_path / "parity.py").write_text(PARITY)
-  cfg = config_file.load(
-    str(ROOT / "configs/tiny_test.py"),
-    [
-      "steps=4",
-      "eval.before=false",
-      "eval.after=false",
-      "logging.plot=false",
-      "logging.tensorboard=false",
-      "optimizer.warmup_steps=0",
-      "optimizer.learning_rate=3e-3",
-      f"reward.functions=('{tmp_path}/parity.py:parity',)",
-      *overrides,
-    ],
-  )
-  loop.train(cfg, tmp_path / name, log=lambda *_: None)
-  return read.metrics(tmp_path / name)
-
-
 @pytest.mark.xdist_group("overlap_loop")
 def test_one_step_off_policy_trains_on_rows_of_the_params_before_the_update(tmp_path):
-  on = _run(tmp_path, "on")
-  off = _run(tmp_path, "off", "rollout.off_policy_steps=1")
+  on = tiny_loop(tmp_path, "on")
+  off = tiny_loop(tmp_path, "off", "rollout.off_policy_steps=1")
   # Step 1 is on-policy in both (nothing drawn before it): the same rows, the same numbers.
   assert off[0]["reward/mean"] == on[0]["reward/mean"]
   assert off[0]["loss/policy"] == on[0]["loss/policy"] and on[0]["adv/zero_std_frac"] < 1
@@ -121,7 +85,9 @@ def test_one_step_off_policy_trains_on_rows_of_the_params_before_the_update(tmp_
   key = lambda m: (m["reward/mean"], m["loss/policy"])
   assert key(off[1]) != key(on[1])
   # The correction weighs the stale rows: token TIS moves the loss the off-policy rows give.
-  tis = _run(tmp_path, "tis", "rollout.off_policy_steps=1", "loss.rollout_correction=token_tis")
+  tis = tiny_loop(
+    tmp_path, "tis", "rollout.off_policy_steps=1", "loss.rollout_correction=token_tis"
+  )
   assert tis[1]["reward/mean"] == off[1]["reward/mean"]  # the same rows at step 2
   assert tis[1]["loss/policy"] != off[1]["loss/policy"]
   assert tis[1]["mismatch/is_weight_mean"] != 1.0
@@ -130,15 +96,15 @@ def test_one_step_off_policy_trains_on_rows_of_the_params_before_the_update(tmp_
 @pytest.mark.xdist_group("overlap_loop")
 def test_a_resumed_off_policy_run_equals_an_uninterrupted_one(tmp_path):
   args = ("rollout.off_policy_steps=1", "loss.rollout_correction=token_tis", "checkpoint.every=2")
-  whole = _run(tmp_path, "whole", *args)
+  whole = tiny_loop(tmp_path, "whole", *args)
   # The grader fails on step 4's batch, drawn during update 3: the run stops after logging
   # step 3, its last checkpoint is step 2's, and step 3's batch (drawn by θ1) is saved beside it.
   (tmp_path / "fail_after").write_text("3")
   with pytest.raises(RewardError, match="the grader went away"):
-    _run(tmp_path, "split", *args)
+    tiny_loop(tmp_path, "split", *args)
   assert [m["step"] for m in read.metrics(tmp_path / "split")] == [1, 2, 3]
   assert prefetch_path(tmp_path / "split", 2).exists()
-  resumed = _run(tmp_path, "split", *args)
+  resumed = tiny_loop(tmp_path, "split", *args)
   assert len(resumed) == 4
   for a, b in zip(whole, resumed):
     a = {k: v for k, v in a.items() if not k.startswith(("time/", "perf/", "memory/"))}

@@ -8,9 +8,11 @@ from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
+import metrics_doc
 import numpy as np
 import pytest
-from helpers_update import length_aware, run, short_batch
+from helpers_models import FAMILIES, small_model
+from helpers_update import length_aware, run, short_batch, tiny_loop
 
 from grpo_jax import models
 from grpo_jax.models import pack_plan
@@ -94,21 +96,6 @@ def test_cells_follow_every_split_of_the_rows():
   assert [cell_rows(n, 5) for n in (0, 3)] == [1, 3]
 
 
-def _model(family, **kw):
-  cfg = models.ModelConfig(
-    vocab_size=97,
-    hidden_dim=32,
-    num_layers=3,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=8,
-    mlp_dim=64,
-    family=family,
-    **kw,
-  )
-  return models.init_params(cfg, 0)
-
-
 def _padded_batch(share, seed=0, runs=4, P=8, T=10):
   """Runs of ``share`` rows, each run one left-padded prompt, responses of 0 … T tokens."""
   rng = np.random.default_rng(seed)
@@ -123,17 +110,10 @@ def _padded_batch(share, seed=0, runs=4, P=8, T=10):
   return tokens.astype(np.int32), mask, P
 
 
-FAMILIES = [
-  ("qwen3", {}),
-  ("llama", {}),
-  ("olmo3", {"sliding_window": 4, "layer_types": ("sliding_attention",) * 2 + ("full_attention",)}),
-]
-
-
 @pytest.mark.parametrize("family,kw", FAMILIES, ids=[f for f, _ in FAMILIES])
 @pytest.mark.parametrize("share", [1, 3])
 def test_packed_logps_entropies_and_gradients_equal_the_padded(family, kw, share, rel_diff):
-  graphdef, params = _model(family, **kw)
+  graphdef, params = small_model(family, **kw)
   tokens, mask, P = _padded_batch(share)
   plan = pack_plan.plan(mask, P, cell=2 * share, share=share, width=2 * tokens.shape[1])
   packed = jax.tree.map(jnp.asarray, plan.arrays(tokens, plan.rows_needed))
@@ -149,15 +129,16 @@ def test_packed_logps_entropies_and_gradients_equal_the_padded(family, kw, share
     lp, ent = logps(p, packed)
     return jnp.sum(lp * jnp.arange(lp.shape[1])) + jnp.sum(ent)
 
-  padded, pack = logps(params, None), logps(params, packed)
+  logps_jit, grad = jax.jit(logps), jax.jit(jax.grad(loss))
+  padded, pack = logps_jit(params, None), logps_jit(params, packed)
   for a, b in zip(padded, pack):
     np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=2e-5, atol=2e-5)
   assert float(jnp.max(jnp.abs(padded[0]))) > 0
-  assert rel_diff(jax.grad(loss)(params, None), jax.grad(loss)(params, packed)) < 1e-5
+  assert rel_diff(grad(params, None), grad(params, packed)) < 1e-5
   # One token's source pointed at its neighbour: that log-prob moves.
   n = int(np.argmax(mask[:, P + 1]))
   wrong = packed.replace(source_NxT=packed.source_NxT.at[n, 1].add(1))
-  assert abs(float(logps(params, wrong)[0][n, 1] - padded[0][n, 1])) > 1e-3
+  assert abs(float(logps_jit(params, wrong)[0][n, 1] - padded[0][n, 1])) > 1e-3
 
 
 KL = ("loss.kl_coef=0.05", "loss.entropy_coef=0.01")
@@ -237,3 +218,14 @@ def test_pack_keys_reach_the_update(load_cfg, synthetic_batch, fresh):
   assert wide["pack/rows"] < plain["pack/rows"]
   with pytest.raises(ValueError, match=r"loss.pack_width = 64 needs loss.pack = True"):
     load_cfg(("loss.pack_width=64",))
+
+
+def test_pack_key_reaches_the_loop(tmp_path):
+  """loss.pack in the training loop: the packed run logs pack/* and trains as the padded one."""
+  padded = tiny_loop(tmp_path, "padded", "steps=2", "loss.share_prompt=True")
+  packed = tiny_loop(tmp_path, "packed", "steps=2", "loss.share_prompt=True", *WIDE)
+  assert "pack/rows" not in padded[0] and metrics_doc.undocumented(packed[0]) == []
+  for p, q in zip(padded, packed):
+    assert q["pack/rows"] < 32 and p["adv/zero_std_frac"] < 1
+    for key in ("reward/mean", "loss/policy", "grad/norm"):
+      np.testing.assert_allclose(q[key], p[key], rtol=1e-4, atol=1e-7, err_msg=key)
