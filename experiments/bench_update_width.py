@@ -3,7 +3,7 @@
 SmolLM2-135M-Instruct (``tests/real_model.py``: all 30 layers, fp32), its tokenizer and chat
 template, and the generated arithmetic prompts of ``configs/smollm2_arithmetic.py`` (one-stage
 sampling; that config's update: micro-batches of 16 rows, vocabulary chunks of 16k, each group's
-prompt once; 64 prompt slots hold its chat prompts of 49–55 tokens). For each policy of
+prompt once unless ``--share_prompt 0``; 64 prompt slots hold its chat prompts of 49–55 tokens). For each policy of
 ``--warmstart_steps`` (the checkpoint as it is, then after the library's supervised warm start on
 the worked solutions) the library's rollout samples ONE batch of B prompts × G completions of
 at most T new tokens, ended by the model's own stop tokens; then the update runs on that batch
@@ -67,6 +67,7 @@ def bench_config(args, path: str, warmstart_steps: int = 0):
     f"loss.length_buckets={args.buckets}",
     f"loss.micro_batch_size={args.micro_batch_size}",
     f"loss.kl_coef={args.kl_coef}",
+    f"loss.share_prompt={bool(args.share_prompt)}",
     "optimizer.warmup_steps=0",
     "logging.progress=False",
   ]
@@ -202,6 +203,9 @@ def main():
     "'' = none",
   )
   ap.add_argument("--kl_coef", type=float, default=0.0)
+  ap.add_argument(
+    "--share_prompt", type=int, default=1, help="loss.share_prompt (1, the config's, or 0)"
+  )
   ap.add_argument("--reps", type=int, default=3, help="timed pairs (after one compiling pair)")
   ap.add_argument("--seed", type=int, default=0, help="the sampling key")
   ap.add_argument(

@@ -10,6 +10,20 @@ import os
 FAST_COMPILE = "--xla_backend_optimization_level=0"
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+# One persistent XLA compilation cache for the whole suite: both xdist workers, every subprocess
+# they start (launcher runs, multi-host workers, the Ray sweep) and later suite runs on this
+# machine (beside the SmolLM2 checkpoint in $GRPO_JAX_CACHE, default ~/.cache/grpo_jax). A
+# program one process has compiled (the tiny model's updates, the launcher's sampler) is read
+# back by the others: the key is the program's HLO with the jax and XLA versions and flags, so a
+# hit is the same executable. The size bound turns on the cache's file lock (an unlocked write is
+# not atomic across processes). ``GRPO_SUITE_XLA_CACHE=0`` runs the suite without it;
+# benchmarks that count compilations run without it (``tests/e2e/test_benchmarks.py``).
+if os.environ.get("GRPO_SUITE_XLA_CACHE", "1") != "0":
+  _home = os.environ.get("GRPO_JAX_CACHE", os.path.expanduser("~/.cache/grpo_jax"))
+  os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_home, "xla_suite"))
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+  os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
@@ -260,15 +274,10 @@ def smollm2_2layer_dir():
 
 
 @pytest.fixture(scope="session")
-def launcher_env(tmp_path_factory):
+def launcher_env():
   """``env(devices=8)``: the environment of a launcher subprocess on ``devices`` simulated CPU
-  devices (XLA's optimisation passes off unless ``optimize``). Every such subprocess of one
-  suite run (both xdist workers) shares a persistent XLA compilation cache, so runs of the same
-  config, as a resumed run, compile their programs once."""
-  base = tmp_path_factory.getbasetemp()
-  # Under pytest-xdist each worker's base folder sits in the run's shared one.
-  cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "jax_cache"
-  cache.mkdir(exist_ok=True)
+  devices (XLA's optimisation passes off unless ``optimize``), with the suite's compilation
+  cache (above), so runs of the same config, as a resumed run, compile their programs once."""
 
   def env(devices: int = 8, optimize: bool = False) -> dict:
     flags = f"--xla_force_host_platform_device_count={devices}"
@@ -276,11 +285,6 @@ def launcher_env(tmp_path_factory):
       os.environ,
       JAX_PLATFORMS="cpu",
       XLA_FLAGS=flags if optimize else f"{flags} {FAST_COMPILE}",
-      JAX_COMPILATION_CACHE_DIR=str(cache),
-      JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-      # A size bound turns on the cache's file lock: processes of both workers read and write
-      # one folder, and an unlocked write is not atomic (a reader could see half an entry).
-      JAX_COMPILATION_CACHE_MAX_SIZE=str(16 << 30),
     )
 
   return env

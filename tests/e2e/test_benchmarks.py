@@ -53,6 +53,8 @@ class GRPOTrainer:
 def run_bench(script: str, args: list[str], tmp_path, stand_in_trl: bool = False) -> dict:
   out = tmp_path / "out.json"
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
+  # The scripts count and time their compilations: none read from the suite's cache.
+  env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
   if stand_in_trl:
     (tmp_path / "trl").mkdir()
     (tmp_path / "trl" / "__init__.py").write_text(STAND_IN_TRL)
