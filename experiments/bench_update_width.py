@@ -5,9 +5,9 @@ template, and the generated arithmetic prompts of ``configs/smollm2_arithmetic.p
 sampling; that config's update: micro-batches of 16 rows, vocabulary chunks of 16k, each group's
 prompt once unless ``--share_prompt 0``; 64 prompt slots hold its chat prompts of 49–55
 tokens). For each policy of ``--warmstart_steps`` (the checkpoint as it is, then after the
-library's supervised warm start on the worked solutions) the library's rollout samples ONE batch of B prompts × G completions of
-at most T new tokens, ended by the model's own stop tokens; then the update runs on that batch
-at the full width T (``loss.length_buckets`` = 0) and cut to its bucket width W
+library's supervised warm start on the worked solutions) the library's rollout samples ONE
+batch of B prompts × G completions of at most T new tokens, ended by the model's own stop
+tokens; then the update runs on that batch at the full width T (``loss.length_buckets`` = 0) and cut to its bucket width W
 (``train.length_buckets.LengthAwareUpdate``), and on the cut batch's real tokens packed into
 rows of each of ``--pack_widths`` slots (``loss.pack``, ``train.packing.Packer``), alternating,
 each from a copy of the same state, ``--reps`` times. Reported: the best time of each (and each
