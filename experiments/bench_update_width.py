@@ -3,19 +3,19 @@
 SmolLM2-135M-Instruct (``tests/real_model.py``: all 30 layers, fp32), its tokenizer and chat
 template, and the generated arithmetic prompts of ``configs/smollm2_arithmetic.py`` (one-stage
 sampling; that config's update: micro-batches of 16 rows, vocabulary chunks of 16k, each group's
-prompt once unless ``--share_prompt 0``; 64 prompt slots hold its chat prompts of 49–55
-tokens). For each policy of ``--warmstart_steps`` (the checkpoint as it is, then after the
-library's supervised warm start on the worked solutions) the library's rollout samples ONE
-batch of B prompts × G completions of at most T new tokens, ended by the model's own stop
-tokens; then the update runs on that batch at the full width T (``loss.length_buckets`` = 0) and cut to its bucket width W
-(``train.length_buckets.LengthAwareUpdate``), and on the cut batch's real tokens packed into
-rows of each of ``--pack_widths`` slots (``loss.pack``, ``train.packing.Packer``), alternating,
-each from a copy of the same state, ``--reps`` times. Reported: the best time of each (and each
-pair's ratio), W, the longest and mean completion, the first call of each (its compilation) and
-the XLA compilations, and the loss and gradient norm of each (equal up to float rounding). The
-rewards are those of ``--reward``: by default 1 for completions of even length, since the
-instruct model boxes almost no answer before a warm start (and a group of equal rewards has no
-gradient); the time of an update does not depend on them.
+prompt once unless ``--share_prompt 0``; 64 prompt slots hold its chat prompts of 49–55 tokens). For
+each policy of ``--warmstart_steps`` (the checkpoint as it is, then after the library's supervised
+warm start on the worked solutions) the library's rollout samples ONE batch of B prompts × G
+completions of at most T new tokens, ended by the model's own stop tokens; then the update runs on
+that batch at the full width T (``loss.length_buckets`` = 0) and cut to its bucket width W
+(``train.length_buckets.LengthAwareUpdate``), and on the cut batch's real tokens packed into rows of
+each of ``--pack_widths`` slots (``loss.pack``, ``train.packing.Packer``), alternating, each from a
+copy of the same state, ``--reps`` times. Reported: the best time of each (and each pair's ratio),
+W, the longest and mean completion, the first call of each (its compilation) and the XLA
+compilations, and the loss and gradient norm of each (equal up to float rounding). The rewards are
+those of ``--reward``: by default 1 for completions of even length, since the instruct model boxes
+almost no answer before a warm start (and a group of equal rewards has no gradient); the time of an
+update does not depend on them.
 
   flock /tmp/grpo_heavy.lock python experiments/bench_update_width.py     # real model, ~12 min
   python experiments/bench_update_width.py --model tiny --prompts 2 --group 4 --new_tokens 8 \
