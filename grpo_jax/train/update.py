@@ -23,7 +23,9 @@ of N-row arrays (N rows, P prompt tokens, T completion tokens, L = P + T):
   rows that repeat one prompt in tokens_NxL[:, :P] and input_mask_NxL[:, :P] (what every rollout
   packs; :func:`check_shared_prompts` tests a batch), and the forward passes run each prompt once.
 The loop hands the batch cut to its longest completion (``grpo_jax.train.length_buckets``): T and
-L are then the cut widths, and ``completion_len`` the sampled T.
+L are then the cut widths, and ``completion_len`` the sampled T. With ``loss.pack`` the batch also
+carries its real tokens packed into rows (``UpdateBatch.packed``, ``grpo_jax.train.packing``):
+every forward pass runs on those and the per-token arrays stay N × T.
 """
 
 from __future__ import annotations
