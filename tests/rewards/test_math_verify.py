@@ -558,8 +558,8 @@ def test_soft_timeout_counts_and_keeps_the_worker():
 def test_score_batch_counts_timeouts(monkeypatch):
   monkeypatch.setattr(rm.guards, "guard_reason", lambda answer: None)  # let the tower through
   rewards_N, counts = rm.score_batch(
-    [B("9^{9^{9}}"), B(r"\sqrt{8}")], [r"\sqrt2", r"2\sqrt2"], timeout_s=1.0
-  )
+    [B("9^{9^{9}}"), B(r"\sqrt{8}")], [r"\sqrt2", r"2\sqrt2"], timeout_s=3.0
+  )  # the tower never finishes; 3 s leave sympy's check of √8 room on a loaded machine
   np.testing.assert_array_equal(rewards_N, [0, 1])
   assert counts["reward/timeouts"] == 1
 
