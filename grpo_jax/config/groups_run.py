@@ -180,6 +180,14 @@ class Sampling(View):
       "next waiting one; a multiple of the mesh's batch devices; 0 = off"
     ),
   )
+  engine: str = spec(
+    "jax",
+    choices=("jax", "vllm"),
+    doc=(
+      "jax (the jitted sampler on the mesh) | vllm (vLLM in this process on model.hf_path, "
+      "weights pushed in memory after each update; the .[vllm] extra)"
+    ),
+  )
 
 
 @group("rollout")

@@ -6,6 +6,7 @@ engine, stale parameters), so the batch is off-policy by the ratio
 π_old the trainer's own log-probs of the sampled tokens (the current policy with μ = 1, the
 recomputed old policy with μ > 1). ``loss.rollout_correction`` (docs/losses.md):
 
+  auto        none with our sampler, token_tis with an external engine (set at load)
   none        the surrogate as it is (w ignored)
   token_tis   truncated importance sampling: each token's term times sg(min(w_t, C)), C =
               ``loss.rollout_is_cap`` (2.0, verl's recipes)
@@ -21,7 +22,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-CORRECTIONS = ("none", "token_tis", "seq_mis")
+CORRECTIONS = ("auto", "none", "token_tis", "seq_mis")
+
+
+def applies(cfg_loss) -> bool:
+  """Whether the loss weighs tokens by w. ``auto`` is resolved when a config is loaded
+  (``config.base.resolve_defaults``); a config built without loading reads it as ``none``."""
+  return cfg_loss.rollout_correction not in ("none", "auto")
+
+
 LOG_CLAMP = 20.0
 
 
@@ -42,7 +51,7 @@ def weights_NxT(old_logps_NxT, sample_logps_NxT, valid_NxT, cfg_loss) -> jax.Arr
   """The per-token weight of the surrogate under ``cfg_loss.rollout_correction`` (None for
   ``none``), a constant."""
   kind = cfg_loss.rollout_correction
-  if kind == "none":
+  if not applies(cfg_loss):
     return None
   log_w = log_ratio(old_logps_NxT, sample_logps_NxT, valid_NxT)
   if kind == "token_tis":

@@ -125,7 +125,7 @@ def policy_loss(
   eps_low, eps_high = resolve_clip(cfg_loss)
   ref_logps_NxT, entropy_NxT, sample_logps_NxT = terms or Terms()
   _check(cfg_loss, ref_logps_NxT, entropy_NxT)
-  if cfg_loss.rollout_correction != "none" and sample_logps_NxT is None:
+  if correction.applies(cfg_loss) and sample_logps_NxT is None:
     raise ValueError(
       f"loss.rollout_correction = {cfg_loss.rollout_correction!r} needs the sampler's "
       "log-probs (Terms.sample_logps_NxT)"

@@ -231,8 +231,7 @@ def save_hf(
 
   def fetch(name):
     p, transposed = names[name]
-    x = np.asarray(jax.device_get(leaves[p]))
-    return x.T if transposed else x
+    return _host(leaves[p], transposed)
 
   write_checkpoint(path, specs, fetch, max_shard_bytes)
   hf.save_pretrained(str(path))
@@ -240,6 +239,19 @@ def save_hf(
   if tok is not None:
     tok.save_pretrained(str(path))
   return path
+
+
+def hf_arrays(params: dict):
+  """(Hugging Face name, host array in HF layout) for every parameter, fetched one at a time:
+  what ``save_hf`` writes and what an external engine loads (``sampling.vllm_engine``)."""
+  leaves = dict(_flat(params))
+  for name, (p, transposed) in hf_names(params).items():
+    yield name, _host(leaves[p], transposed)
+
+
+def _host(x, transposed: bool) -> np.ndarray:
+  x = np.asarray(jax.device_get(x))
+  return x.T if transposed else x
 
 
 def _flat(params: dict):

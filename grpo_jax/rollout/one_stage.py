@@ -17,12 +17,13 @@ import numpy as np
 from grpo_jax import strategy
 from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.rollout.two_stage import TwoStageRollout
-from grpo_jax.sampling.generate import generate
+from grpo_jax.sampling.engine import build_engine
 from grpo_jax.sampling.policy import Policy, SampleSettings
 
 
 class OneStageRollout:
-  """G completions per prompt from the prompt alone; every group is one subgroup."""
+  """G completions per prompt from the prompt alone; every group is one subgroup. The rows come
+  from ``sampling.engine`` (``grpo_jax.sampling.engine``)."""
 
   name = "one_stage"
 
@@ -30,9 +31,10 @@ class OneStageRollout:
     self.cfg, self.task = cfg, task
     self.majority_vote = task.votes  # the task extracts comparable final answers
     self.prompt_len = task.prompt_len
+    self.engine = build_engine(cfg.sampling, cfg.model)
 
   def describe(self) -> str:
-    return "strategy sampling off: one-stage GRPO sampling"
+    return f"strategy sampling off: one-stage GRPO sampling ({self.engine.name} engine)"
 
   def prepare(self, policy: Policy, workdir, step: int, log=print) -> None:
     del policy, workdir, step, log
@@ -44,7 +46,7 @@ class OneStageRollout:
     prompts_BxP, prompt_mask_BxP = task.encode_prompts(problems)
     prompts_NxP = np.repeat(prompts_BxP, group_size, axis=0)
     prompt_mask_NxP = np.repeat(prompt_mask_BxP, group_size, axis=0)
-    samples = generate(policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size)
+    samples = self.engine.generate(policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size)
     problems_N = [p for p in problems for _ in range(group_size)]
     t0 = time.perf_counter()
     rewards_N = np.asarray(task.rewards(problems_N, list(samples.completions)), np.float32)
@@ -65,6 +67,7 @@ class OneStageRollout:
       metrics={
         "rollout/decode_waste": samples.decode_waste,
         "time/reward_s": reward_s,
+        "time/weight_push_s": samples.push_s,
         **task.last_reward_metrics,
       },
     )

@@ -29,6 +29,7 @@ class Samples:
   decode_waste: float  # the decode loop's slot-steps spent on stopped rows (waste.decode_waste)
   decode_steps: int  # the decode loop's iterations
   completions: tuple[str, ...] = ()  # the decoded texts (``generate``; not ``draw_rows``)
+  push_s: float = 0.0  # seconds spent moving the policy's weights into the engine first
 
   @classmethod
   def from_sampler(cls, out, settings: SampleSettings, num_rows: int, n: int | None = None):

@@ -60,6 +60,8 @@ def inactive(e) -> tuple[str, ...]:
     drop.append("dapo/")
   if e.loss.kl_coef == 0:
     drop.append("loss/kl")  # no reference model
+  if e.sampling.engine == "jax":
+    drop.append("time/weight_push_s")  # the jitted sampler reads the trainer's parameters
   if e.loss.rollout_correction != "seq_mis":
     drop.append("mismatch/masked_frac")
   if e.loss.dual_clip == 0:

@@ -259,7 +259,7 @@ def make_update_fn(
     }
     if batch.packed is not None:  # loss.pack: split with the rows (whole cells a part)
       rows["packed"] = batch.packed
-    if cfg.loss.rollout_correction != "none":  # the loss weighs tokens by π_old / π_sampler
+    if loss_lib.correction.applies(cfg.loss):  # the loss weighs tokens by π_old / π_sampler
       rows["sample_logps_NxT"] = batch.sample_logps_NxT
     num_rows = mask_NxT.shape[0]
     chunks = num_parts(num_rows, micro_rows, "loss.micro_batch_size")

@@ -1,0 +1,193 @@
+"""vLLM as the rollout engine (``sampling.engine = "vllm"``, the ``.[vllm]`` extra).
+
+vLLM runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: its engine core and one
+worker, no server), reading the architecture and tokenizer of ``model.hf_path``. It is built at
+the first ``generate``, when the prompt width P and the batch size are known, with room for
+P + ``max_new_tokens`` tokens a row (eager mode: no graph capture, so it starts in seconds).
+
+Weights move in memory: when ``policy.params`` is not the tree last pushed, every parameter is
+fetched to the host in Hugging Face layout (``models.hf_io.hf_arrays``) and handed to vLLM's
+``reload_weights`` as tensors over the same buffers; the tied unembedding's packed CPU GEMM is
+rebuilt from the new embedding and the prefix cache is cleared (its KV blocks belong to the old
+weights). The seconds go to ``Samples.push_s`` and the ``time/weight_push_s`` metric.
+
+The sampling settings map one to one: temperature (0 = greedy), top-k (0 = off), top-p,
+``max_new_tokens`` → ``max_tokens``; the G copies of a prompt are one request with ``n = G``;
+``task.stop_ids`` → ``stop_token_ids`` with ``ignore_eos`` (only the task's stops end a row, as
+in our sampler; the stop token is kept, as ours). The rng seeds each request. Log-probs are
+vLLM's ``processed_logprobs`` of the sampled tokens: log softmax(logits / τ) after top-k/top-p,
+ours exactly when top-k and top-p are off (the training default); with them on, vLLM's are of the
+truncated distribution it samples from. The trainer recomputes its own log-probs either way, and
+``loss.rollout_correction`` (``auto`` → ``token_tis`` for this engine) weighs the difference.
+
+This is the one library module that touches torch: vLLM is a torch program, and its weights are
+torch tensors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+
+import jax
+import numpy as np
+
+from grpo_jax.models.hf_io import hf_arrays, resolve_checkpoint
+from grpo_jax.sampling.generate import Samples
+
+# Before vLLM is imported: its engine core and worker in this process, no usage reports.
+ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+BLOCK = 128  # tokens per KV block in vLLM's CPU backend
+MIN_KV_BYTES = 256 * 2**20
+
+
+@dataclasses.dataclass
+class VllmEngine:
+  """vLLM on ``path`` (a Hugging Face checkpoint directory) in ``dtype``."""
+
+  path: str
+  dtype: str = "float32"
+  seed: int = 0
+  name = "vllm"
+  external = True
+
+  def __post_init__(self):
+    self.llm = None
+    self.max_len = 0
+    self._pushed = None  # the params tree vLLM holds (None: the checkpoint's)
+
+  @classmethod
+  def from_config(cls, sampling_cfg, model_cfg) -> VllmEngine:
+    del sampling_cfg  # the settings come with each call's policy
+    return cls(str(resolve_checkpoint(model_cfg.hf_path)), model_cfg.dtype)
+
+  def start(self, max_len: int, rows: int) -> None:
+    """Builds vLLM for rows of at most ``max_len`` tokens and ``rows`` rows at once."""
+    for key, value in ENV.items():
+      os.environ.setdefault(key, value)
+    from vllm import LLM  # noqa: PLC0415 (the optional extra)
+
+    hf = self.shape = _hf_shape(self.path)
+    per_token = 2 * hf["layers"] * hf["kv_heads"] * hf["head_dim"] * np.dtype(self.dtype).itemsize
+    kv_bytes = max(MIN_KV_BYTES, rows * BLOCK * math.ceil(max_len / BLOCK + 1) * per_token)
+    self.llm = LLM(
+      model=self.path,
+      dtype=self.dtype,
+      max_model_len=max_len,
+      enforce_eager=True,
+      kv_cache_memory_bytes=int(kv_bytes),
+      max_num_seqs=max(rows, 1),
+      seed=self.seed,
+      logprobs_mode="processed_logprobs",
+    )
+    self.max_len = max_len
+
+  def push_weights(self, params) -> float:
+    """Copies ``params`` (our tree, any sharding) into vLLM's model; returns the seconds."""
+    import torch  # noqa: PLC0415 (vLLM's tensors)
+
+    t0 = time.perf_counter()
+    tensors = ((n, torch.from_numpy(_plain(x))) for n, x in hf_arrays(params))
+    self.llm.collective_rpc(
+      "reload_weights", kwargs={"weights_iterator": tensors, "is_checkpoint_format": True}
+    )
+    if self.shape["tied"]:
+      self.llm.apply_model(_repack_unembedding)
+    self.llm.reset_prefix_cache()
+    self._pushed = params
+    return time.perf_counter() - t0
+
+  def generate(self, policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size=1) -> Samples:
+    settings = policy.settings
+    N, P = prompts_NxP.shape
+    M = settings.max_new_tokens
+    if self.llm is None:
+      self.start(P + M, N)
+    if P + M > self.max_len:
+      raise ValueError(
+        f"sampling.engine = 'vllm' was built for {self.max_len} tokens a row; this call needs "
+        f"P {P} + max_new_tokens {M}"
+      )
+    push_s = 0.0 if policy.params is self._pushed else self.push_weights(policy.params)
+    G = group_size if N % group_size == 0 else 1
+    seed = int(jax.random.randint(rng, (), 0, 2**31 - 1 - N))
+    requests = [
+      {"prompt_token_ids": row[m > 0].tolist()}
+      for row, m in zip(prompts_NxP[::G], prompt_mask_NxP[::G])
+    ]
+    params = [_sampling_params(settings, task.stop_ids, G, seed + i) for i in range(N // G)]
+    outputs = self.llm.generate(requests, params, use_tqdm=False)
+    completions = [c for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
+    samples = _samples(completions, M, task.pad_id)
+    texts = task.decode(samples.tokens_NxT, samples.mask_NxT)
+    return dataclasses.replace(samples, completions=tuple(texts), push_s=push_s)
+
+
+def _sampling_params(settings, stop_ids, n: int, seed: int):
+  from vllm import SamplingParams  # noqa: PLC0415
+
+  return SamplingParams(
+    n=n,
+    temperature=settings.temperature,
+    top_k=settings.top_k if settings.top_k > 0 else -1,
+    top_p=settings.top_p,
+    max_tokens=settings.max_new_tokens,
+    stop_token_ids=list(stop_ids),
+    ignore_eos=True,
+    logprobs=0,
+    seed=seed,
+    detokenize=False,
+  )
+
+
+def _samples(completions, max_new_tokens: int, pad_id: int) -> Samples:
+  """vLLM's completions (in row order) as padded host rows."""
+  N, T = len(completions), max_new_tokens
+  tokens = np.full((N, T), pad_id, np.int32)
+  mask = np.zeros((N, T), np.int32)
+  logps = np.zeros((N, T), np.float32)
+  truncated = np.zeros((N,), bool)
+  for i, c in enumerate(completions):
+    ids = list(c.token_ids)[:T]
+    tokens[i, : len(ids)] = ids
+    mask[i, : len(ids)] = 1
+    logps[i, : len(ids)] = [lp[t].logprob for lp, t in zip(c.logprobs, ids)]
+    truncated[i] = c.finish_reason == "length"
+  return Samples(
+    tokens_NxT=tokens,
+    mask_NxT=mask,
+    logps_NxT=logps,
+    truncated_N=truncated,
+    decode_waste=0.0,  # vLLM refills a finished row's slot at once
+    decode_steps=int(mask.sum(1).max(initial=0)),
+  )
+
+
+def _plain(x: np.ndarray) -> np.ndarray:
+  """A contiguous, writable array torch can share (bfloat16 parameters widen to float32; vLLM
+  casts to its dtype as it loads)."""
+  x = x if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else x.astype(np.float32)
+  return np.require(x, requirements=["C", "W"])
+
+
+def _repack_unembedding(model) -> None:
+  """A tied unembedding shares the embedding's tensor, but vLLM's CPU backend packs it once for
+  its GEMM: pack the new weights again."""
+  model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
+
+
+def _hf_shape(path: str) -> dict:
+  c = json.loads((resolve_checkpoint(path) / "config.json").read_text())
+  heads = c["num_attention_heads"]
+  return {
+    "layers": c["num_hidden_layers"],
+    "kv_heads": c.get("num_key_value_heads", heads),
+    "head_dim": c.get("head_dim") or c["hidden_size"] // heads,
+    "tied": bool(c.get("tie_word_embeddings", False)),
+  }
+
+
+__all__ = ["VllmEngine"]

@@ -1,0 +1,49 @@
+"""Two RL steps through the launcher with ``sampling.engine = "vllm"`` on SmolLM2-135M-Instruct
+(cut to 2 decoder layers: its real tokenizer, embeddings and chat template): vLLM draws the
+rollouts, the updated weights are pushed in memory before each step, the trainer recomputes the
+log-probs and the correction (``auto`` → ``token_tis``) weighs the mismatch. The same run on
+our sampler logs no push."""
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from grpo_jax.rundir import read
+
+pytest.importorskip("vllm")
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm_engine")]
+
+
+def _launch(env, hf, workdir, *overrides):
+  config = f"configs/smollm2_arithmetic.py:tiny=1,method=grpo,hf_path={hf}"
+  cmd = [sys.executable, "experiments/launch.py", "--config", config, "--workdir", str(workdir)]
+  cmd += ["--config.logging.progress=false", "--config.logging.plot=false", *overrides]
+  # The cut model answers nothing (every reward 0): the entropy bonus at a full learning rate
+  # from step 1 moves the weights, so step 2 samples from a pushed, changed model.
+  cmd += [f"--config.{k}" for k in ("loss.entropy_coef=0.01", "optimizer.warmup_steps=0")]
+  cmd += ["--config.optimizer.learning_rate=1e-3"]
+  proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  return read.metrics(workdir)
+
+
+def test_two_rl_steps_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_env, tmp_path):
+  env = launcher_env(devices=1)
+  rows = _launch(env, smollm2_2layer_dir, tmp_path / "vllm", "--config.sampling.engine=vllm")
+  config = read.config(tmp_path / "vllm")
+  assert config["config"]["sampling"]["engine"] == "vllm"
+  assert config["config"]["loss"]["rollout_correction"] == "token_tis"  # auto, external engine
+  assert [r["step"] for r in rows] == [1, 2]
+  for row in rows:
+    assert row["time/weight_push_s"] > 0  # the built policy before step 1, step 1's after
+    assert np.isfinite(row["loss/total"]) and row["grad/norm"] > 0
+    # The trainer's log-probs of vLLM's tokens: same weights in float32, other kernels.
+    assert 0 <= row["mismatch/kl"] < 1e-6, row["mismatch/kl"]
+    assert 0.9 < row["mismatch/is_weight_mean"] < 1.1, row["mismatch/is_weight_mean"]
+  ours = _launch(env, smollm2_2layer_dir, tmp_path / "jax")
+  assert "time/weight_push_s" not in ours[0]  # our sampler reads the trainer's parameters
+  assert read.config(tmp_path / "jax")["config"]["loss"]["rollout_correction"] == "none"

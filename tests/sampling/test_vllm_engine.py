@@ -1,0 +1,121 @@
+"""``sampling.engine = "vllm"`` on SmolLM2-135M-Instruct (all 30 layers, float32): vLLM's
+greedy tokens equal our jitted sampler's for 32 steps on a left-padded chat batch, with the same
+log-probs; weights pushed in memory change the tokens to the pushed model's and back; G copies
+of a prompt are one request of n = G, seeded by the rng; the sampler's log-probs are the
+trainer's up to kernel numerics (the mismatch the correction weighs)."""
+
+import types
+
+import jax
+import numpy as np
+import pytest
+
+vllm = pytest.importorskip("vllm")
+
+from grpo_jax import models  # noqa: E402
+from grpo_jax import sharding as shard_lib  # noqa: E402
+from grpo_jax.sampling import engine as engine_lib  # noqa: E402
+from grpo_jax.sampling.generate import generate  # noqa: E402
+from grpo_jax.sampling.policy import Policy, SampleSettings  # noqa: E402
+from grpo_jax.sampling.vllm_engine import VllmEngine  # noqa: E402
+
+QUESTIONS = (
+  "What is 7 times 8?",
+  "Name a primary colour.",
+  "Write one short sentence about cats.",
+  "Who wrote the play Hamlet, and when?",
+)
+T = 32
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm_engine")]
+
+
+@pytest.fixture(scope="module")
+def setup(smollm2_hf_dir, load_cfg):
+  path = str(smollm2_hf_dir)
+  ours = models.load_hf(path)
+  tok = ours.tokenizer
+  tok.padding_side = "left"
+  texts = [
+    tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
+                            add_generation_prompt=True)
+    for q in QUESTIONS
+  ]  # fmt: skip
+  batch = tok(texts, padding=True, return_tensors="np")
+  prompts, mask = batch["input_ids"].astype(np.int32), batch["attention_mask"].astype(np.int32)
+  assert len(set(mask.sum(1))) > 2  # different lengths: real left padding
+  mesh = shard_lib.make_mesh(load_cfg().mesh, jax.devices()[:1])
+  task = types.SimpleNamespace(
+    stop_ids=(tok.eos_token_id,),
+    pad_id=tok.pad_token_id,
+    decode=lambda t, m: [tok.decode(r[k > 0], skip_special_tokens=True) for r, k in zip(t, m)],
+  )
+  engine = VllmEngine(path, "float32")
+  return ours, engine, task, prompts, mask, mesh
+
+
+def _policy(ours, mesh, params=None, **settings):
+  return Policy(ours.graphdef, params or ours.params, mesh, SampleSettings(T, **settings))
+
+
+def test_greedy_tokens_and_logps_equal_the_jitted_sampler(setup):
+  ours, engine, task, prompts, mask, mesh = setup
+  policy = _policy(ours, mesh, temperature=0.0)
+  ref = generate(policy, task, prompts, mask, jax.random.key(0))
+  got = engine.generate(policy, task, prompts, mask, jax.random.key(0))
+  assert got.push_s > 0  # the first call moves our parameters in
+  np.testing.assert_array_equal(got.tokens_NxT, ref.tokens_NxT)
+  np.testing.assert_array_equal(got.mask_NxT, ref.mask_NxT)
+  np.testing.assert_array_equal(got.truncated_N, ref.truncated_N)
+  assert got.completions == ref.completions
+  on = ref.mask_NxT > 0
+  np.testing.assert_allclose(got.logps_NxT[on], ref.logps_NxT[on], atol=2e-3)
+  assert 0 < ref.mask_NxT.sum() < ref.mask_NxT.size  # some rows stopped, some ran to T
+
+
+def test_pushed_weights_change_the_tokens_and_back(setup):
+  ours, engine, task, prompts, mask, mesh = setup
+  rng = jax.random.key(0)
+  base = _policy(ours, mesh, temperature=0.0)
+  before = engine.generate(base, task, prompts, mask, rng)
+  again = engine.generate(base, task, prompts, mask, rng)
+  assert again.push_s == 0.0  # the same tree: nothing to move
+  noise = jax.random.split(jax.random.key(3), len(jax.tree.leaves(ours.params)))
+  leaves, tree = jax.tree.flatten(ours.params)
+  moved = [x + 0.02 * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, noise)]
+  other = _policy(ours, mesh, jax.tree.unflatten(tree, moved), temperature=0.0)
+  pushed = engine.generate(other, task, prompts, mask, rng)
+  assert pushed.push_s > 0
+  ref = generate(other, task, prompts, mask, rng)
+  assert (pushed.tokens_NxT != before.tokens_NxT).any()
+  np.testing.assert_array_equal(pushed.tokens_NxT, ref.tokens_NxT)  # the pushed model's tokens
+  back = engine.generate(_policy(ours, mesh, temperature=0.0), task, prompts, mask, rng)
+  np.testing.assert_array_equal(back.tokens_NxT, before.tokens_NxT)
+
+
+def test_groups_are_seeded_requests_with_the_trainers_logps(setup):
+  ours, engine, task, prompts, mask, mesh = setup
+  G = 4
+  rows_P, rows_mask = np.repeat(prompts[:2], G, axis=0), np.repeat(mask[:2], G, axis=0)
+  policy = _policy(ours, mesh, temperature=1.0)
+  draw = lambda seed: engine.generate(policy, task, rows_P, rows_mask, jax.random.key(seed), G)
+  a, b, c = draw(0), draw(0), draw(1)
+  np.testing.assert_array_equal(a.tokens_NxT, b.tokens_NxT)  # the rng seeds the requests
+  assert (a.tokens_NxT != c.tokens_NxT).any()
+  assert len({tuple(r) for r in a.tokens_NxT[:G]}) > 1  # n = G different samples of a prompt
+  # The trainer's log-probs of the same tokens (one forward pass): equal up to kernel numerics.
+  tokens = np.concatenate([rows_P, a.tokens_NxT], axis=1)
+  full_mask = np.concatenate([rows_mask, a.mask_NxT], axis=1)
+  logits = np.asarray(ours(tokens, full_mask))[:, rows_P.shape[1] - 1 : -1]
+  logps = jax.nn.log_softmax(logits, axis=-1)
+  trainer = np.take_along_axis(np.asarray(logps), a.tokens_NxT[..., None], axis=-1)[..., 0]
+  on = a.mask_NxT > 0
+  gap = np.abs(trainer - a.logps_NxT)[on]
+  assert gap.mean() < 1e-3 and gap.max() < 2e-2, (gap.mean(), gap.max())
+  shifted = np.abs(trainer[:, 1:] - a.logps_NxT[:, :-1])[on[:, 1:] & on[:, :-1]]
+  assert shifted.mean() > 0.1  # the comparison can fail: one slot off is far off
+
+
+def test_the_engine_implements_the_protocol():
+  assert isinstance(VllmEngine("x"), engine_lib.RolloutEngine)
+  assert isinstance(engine_lib.JaxEngine(), engine_lib.RolloutEngine)
