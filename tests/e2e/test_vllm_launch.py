@@ -32,7 +32,7 @@ def _launch(env, hf, workdir, *overrides):
 
 
 def test_two_rl_steps_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_env, tmp_path):
-  env = launcher_env(devices=1)
+  env = dict(launcher_env(devices=1), OMP_NUM_THREADS="1")  # one core each: see the unit tests
   rows = _launch(env, smollm2_2layer_dir, tmp_path / "vllm", "--config.sampling.engine=vllm")
   config = read.config(tmp_path / "vllm")
   assert config["config"]["sampling"]["engine"] == "vllm"

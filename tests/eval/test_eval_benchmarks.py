@@ -54,7 +54,7 @@ def test_before_and_after_and_the_gain_per_level(tmp_path):
   assert benchmarks.level_gains(before, pairs["aime24"][1]) == {}  # no levels: no gains
 
 
-def test_evaluate_benchmarks_on_countdown(tmp_path):
+def test_evaluate_benchmarks_on_countdown(tmp_path, load_cfg):
   task = data.CountdownTask(eval_size=16)
   cfg = models.ModelConfig(
     vocab_size=len(task.tokenizer),
@@ -71,7 +71,7 @@ def test_evaluate_benchmarks_on_countdown(tmp_path):
   )
   mesh = shard_lib.make_mesh(ConfigDict({"data": 1, "fsdp": 1, "tensor": 1}), jax.devices()[:1])
   policy = eval_policy(graphdef, params, mesh, eval_cfg, 12)
-  loop = EvalLoop.from_config(OneStageRollout(None, task), eval_cfg, 8, progress=False)
+  loop = EvalLoop.from_config(OneStageRollout(load_cfg(), task), eval_cfg, 8, progress=False)
   sets = benchmark_sets(task, eval_cfg, with_strategy=False)
   out = loop.evaluate_benchmarks(policy, sets, jax.random.PRNGKey(0), tmp_path, step=0)
   result = json.loads((tmp_path / "eval" / "countdown_step0.json").read_text())

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 vllm = pytest.importorskip("vllm")
+torch = pytest.importorskip("torch")
 
 from grpo_jax import models  # noqa: E402
 from grpo_jax import sharding as shard_lib  # noqa: E402
@@ -50,6 +51,9 @@ def setup(smollm2_hf_dir, load_cfg):
     pad_id=tok.pad_token_id,
     decode=lambda t, m: [tok.decode(r[k > 0], skip_special_tokens=True) for r, k in zip(t, m)],
   )
+  # One torch thread: the suite's other worker holds the second core, and vLLM's OpenMP threads
+  # spin against a busy core (several times slower). vLLM fixes the count once built.
+  torch.set_num_threads(1)
   engine = VllmEngine(path, "float32")
   return ours, engine, task, prompts, mask, mesh
 
