@@ -42,7 +42,7 @@ def main(argv=None) -> dict:
   p.add_argument("--new_tokens", type=int, default=64, help="T")
   p.add_argument("--reps", type=int, default=3)
   p.add_argument("--pushes", type=int, default=5)
-  p.add_argument("--out", default="", help="a JSON file for the results")
+  p.add_argument("--json", default="", help="a JSON file for the results")
   args = p.parse_args(argv)
 
   path = bc.model_dir(args.model)
@@ -88,8 +88,8 @@ def main(argv=None) -> dict:
     "greedy_rows": len(ref.tokens_NxT),
   }
   print(json.dumps(result, indent=2))
-  if args.out:
-    with open(args.out, "w") as f:
+  if args.json:
+    with open(args.json, "w") as f:
       json.dump(result, f, indent=2)
   return result
 

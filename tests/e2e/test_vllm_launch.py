@@ -2,14 +2,17 @@
 (cut to 2 decoder layers: its real tokenizer, embeddings and chat template): vLLM draws the
 rollouts, the updated weights are pushed in memory before each step, the trainer recomputes the
 log-probs and the correction (``auto`` → ``token_tis``) weighs the mismatch. The same run on
-our sampler logs no push."""
+our sampler logs no push. ``experiments/bench_engine.py`` at toy size."""
 
+import json
+import os
 import pathlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import xla_env
 
 from grpo_jax.rundir import read
 
@@ -47,3 +50,25 @@ def test_two_rl_steps_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_
   ours = _launch(env, smollm2_2layer_dir, tmp_path / "jax")
   assert "time/weight_push_s" not in ours[0]  # our sampler reads the trainer's parameters
   assert read.config(tmp_path / "jax")["config"]["loss"]["rollout_correction"] == "none"
+
+
+def test_bench_engine_compares_the_engines(smollm2_2layer_dir, tmp_path):
+  """``experiments/bench_engine.py`` at toy size: both engines timed on the same prompts, the
+  push timed, greedy rows compared (the cut model in float32: every row equal)."""
+  out = tmp_path / "out.json"
+  args = ["--model", str(smollm2_2layer_dir), "--prompts", "2", "--group", "2"]
+  args += ["--new_tokens", "4", "--reps", "1", "--pushes", "1", "--json", str(out)]
+  env = dict(os.environ, JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1", XLA_FLAGS=xla_env.flags())
+  proc = subprocess.run(
+    [sys.executable, "experiments/bench_engine.py", *args],
+    cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  res = json.loads(out.read_text())
+  assert res["work"] == {"model": str(smollm2_2layer_dir), "dtype": "float32", "B": 2, "G": 2,
+                         "T": 4}  # fmt: skip
+  for name in ("ours", "vllm"):
+    assert 0 < res["tokens"][name] <= 2 * 2 * 4
+    assert res["tokens_per_s"][name] == res["tokens"][name] / res["best_s"][name]
+  assert res["push_s_median"] > 0
+  assert res["greedy_rows_equal"] == res["greedy_rows"] == 2
