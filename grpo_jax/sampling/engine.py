@@ -26,8 +26,7 @@ from grpo_jax.sampling.policy import Policy
 class RolloutEngine(Protocol):
   """Generates completions with the sampler's log-probs, from the policy's parameters."""
 
-  name: str
-  external: bool  # the engine's log-probs come from another program (correction on)
+  name: str  # the ``sampling.engine`` value
 
   def push_weights(self, params) -> float:
     """Makes ``params`` the engine's weights; returns the seconds it took."""
@@ -50,7 +49,6 @@ class JaxEngine:
   """The jitted sampler: ``sampling.generate`` with the policy's own parameters."""
 
   name = "jax"
-  external = False
 
   def push_weights(self, params) -> float:
     del params  # the Policy carries them

@@ -7,7 +7,7 @@ P + ``max_new_tokens`` tokens a row (eager mode: no graph capture, so it starts 
 
 Weights move in memory: when ``policy.params`` is not the tree last pushed, every parameter is
 fetched to the host in Hugging Face layout (``models.hf_io.hf_arrays``) and handed to vLLM's
-``reload_weights`` as tensors over the same buffers; the tied unembedding's packed CPU GEMM is
+``reload_weights`` as tensors over those host arrays; the tied unembedding's packed CPU GEMM is
 rebuilt from the new embedding and the prefix cache is cleared (its KV blocks belong to the old
 weights). The seconds go to ``Samples.push_s`` and the ``time/weight_push_s`` metric.
 
@@ -52,7 +52,6 @@ class VllmEngine:
   dtype: str = "float32"
   seed: int = 0
   name = "vllm"
-  external = True
 
   def __post_init__(self):
     self.llm = None

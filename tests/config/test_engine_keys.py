@@ -37,7 +37,7 @@ def test_the_key_picks_the_engine(hf_dir):
   assert isinstance(engine_lib.build_engine(cfg.sampling, cfg.model), engine_lib.JaxEngine)
   cfg = _load(hf_dir, "sampling.engine=vllm", "model.dtype=bfloat16")
   engine = engine_lib.build_engine(cfg.sampling, cfg.model)
-  assert isinstance(engine, VllmEngine) and engine.external and engine.llm is None  # built lazily
+  assert isinstance(engine, VllmEngine) and engine.llm is None  # vLLM is built at first use
   assert (engine.path, engine.dtype) == (cfg.model.hf_path, "bfloat16")
 
 
