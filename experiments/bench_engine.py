@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from grpo_jax import models
-from grpo_jax.sampling.engine import JaxEngine
+from grpo_jax.sampling.engine import JaxEngine, generate_with
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.vllm_engine import VllmEngine
 
@@ -62,19 +62,23 @@ def main(argv=None) -> dict:
   kept, first = {}, {}
   for name, engine in engines.items():
     t0 = time.perf_counter()
-    kept[name] = int(engine.generate(policy, task, prompts, mask, rng, G).mask_NxT.sum())
+    kept[name] = int(generate_with(engine, policy, task, prompts, mask, rng, G)[0].mask_NxT.sum())
     first[name] = time.perf_counter() - t0  # our compile; vLLM's start and first push
   best = dict.fromkeys(engines, float("inf"))
   for i in range(args.reps):
     for name, engine in engines.items():
       t0 = time.perf_counter()
-      out = engine.generate(policy, task, prompts, mask, jax.random.key(i + 1), G)
+      out, _ = generate_with(engine, policy, task, prompts, mask, jax.random.key(i + 1), G)
       seconds = time.perf_counter() - t0
       if seconds < best[name]:
         best[name], kept[name] = seconds, int(out.mask_NxT.sum())
-  pushes = [engines["vllm"].push_weights(model.params) for _ in range(args.pushes)]
+  # A new tree of the same arrays each time: the engine pushes any tree it does not hold.
+  fresh = lambda: jax.tree.map(lambda x: x, model.params)
+  pushes = [engines["vllm"].push_weights(fresh()) for _ in range(args.pushes)]
   greedy = policy.replace(settings=SampleSettings(T, temperature=0.0))
-  ref, got = (e.generate(greedy, task, prompts[::G], mask[::G], rng) for e in engines.values())
+  ref, got = (
+    generate_with(e, greedy, task, prompts[::G], mask[::G], rng)[0] for e in engines.values()
+  )
   result = {
     "machine": bc.machine(),
     "work": {"model": args.model, "dtype": args.dtype, "B": args.prompts, "G": G, "T": T},

@@ -115,13 +115,13 @@ def check_experiment(e) -> None:
     )
   if ev.ks and max(ev.ks) > ev.num_samples:
     fail(f"config key eval.ks = {ev.ks} must be in [1, eval.num_samples = {ev.num_samples}]")
-  _check_engine(e, active)
+  _check_engine(e)
   _check_data(e)
 
 
-def _check_engine(e, two_stage: bool) -> None:
-  """An external engine (``sampling.engine``) reads a Hugging Face checkpoint and serves the
-  one-stage rollout, on-policy."""
+def _check_engine(e) -> None:
+  """An external engine (``sampling.engine``) reads a Hugging Face checkpoint and samples
+  on-policy."""
   engine = e.sampling.engine
   if engine == "jax":
     return
@@ -130,11 +130,6 @@ def _check_engine(e, two_stage: bool) -> None:
     fail(
       f"config key sampling.engine = {engine!r} needs model.hf_path to name a Hugging Face "
       f"checkpoint directory (the engine reads its architecture and tokenizer), not {hf!r}"
-    )
-  if two_stage:
-    fail(
-      f"config key sampling.engine = {engine!r} serves the one-stage rollout; strategy "
-      "sampling (strategy.enabled with strategy.num_previews > 1) needs sampling.engine = 'jax'"
     )
   if e.rollout.off_policy_steps:
     fail(

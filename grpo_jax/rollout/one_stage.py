@@ -17,7 +17,7 @@ import numpy as np
 from grpo_jax import strategy
 from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.rollout.two_stage import TwoStageRollout
-from grpo_jax.sampling.engine import build_engine
+from grpo_jax.sampling.engine import build_engine, generate_with
 from grpo_jax.sampling.policy import Policy, SampleSettings
 
 
@@ -46,7 +46,9 @@ class OneStageRollout:
     prompts_BxP, prompt_mask_BxP = task.encode_prompts(problems)
     prompts_NxP = np.repeat(prompts_BxP, group_size, axis=0)
     prompt_mask_NxP = np.repeat(prompt_mask_BxP, group_size, axis=0)
-    samples = self.engine.generate(policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size)
+    samples, push_s = generate_with(
+      self.engine, policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size
+    )
     problems_N = [p for p in problems for _ in range(group_size)]
     t0 = time.perf_counter()
     rewards_N = np.asarray(task.rewards(problems_N, list(samples.completions)), np.float32)
@@ -67,7 +69,7 @@ class OneStageRollout:
       metrics={
         "rollout/decode_waste": samples.decode_waste,
         "time/reward_s": reward_s,
-        "time/weight_push_s": samples.push_s,
+        "time/weight_push_s": push_s,
         **task.last_reward_metrics,
       },
     )

@@ -24,6 +24,7 @@ from etils import epath
 from grpo_jax.rollout import dynamic_sampling
 from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.rundir import names
+from grpo_jax.sampling.engine import build_engine
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
 from grpo_jax.strategy import layout
@@ -56,13 +57,16 @@ class TwoStageRollout:
     self.prompt_len = task.prompt_len + len(self.spec.template_ids)  # P of the update batch
     self.presampled = None
     self.stats = PreviewStats()
+    engine = build_engine(cfg.sampling, cfg.model)
+    self.engine = None if engine.name == "jax" else engine  # None: our sampler on the mesh
 
   def describe(self) -> str:
     G, K = self.cfg.sampling.group_size, self.spec.num_previews
     counts = layout.allocate(G, K).tolist()
     return (
       f"strategy sampling: K={K} {self.cfg.strategy.source} previews, completions per "
-      f"preview {counts} (G={G}, remainder {G % K} spread over the first previews)"
+      f"preview {counts} (G={G}, remainder {G % K} spread over the first previews; "
+      f"{self.cfg.sampling.engine} engine)"
     )
 
   def prepare(self, policy: Policy, workdir, step: int, log=print) -> str | None:
@@ -93,6 +97,10 @@ class TwoStageRollout:
     task, spec, K = self.task, self.spec, self.spec.num_previews
     context_BxC, context_mask_BxC = stages.make_context(*task.encode_prompts(problems), spec)
     key_preview, key_completion = jax.random.split(rng)
+    push_s = 0.0
+    if self.engine is not None:  # both stages drawn by it (``strategy.previews.draw_rows``)
+      push_s = self.engine.push_weights(policy.params)
+      policy = policy.replace(engine=self.engine)
     if self.presampled is not None and not online:
       previews = self.presampled.previews(task, problems)
     else:
@@ -136,6 +144,7 @@ class TwoStageRollout:
     )
     metrics["rollout/decode_waste"] = samples.decode_waste  # stage 2's loop
     metrics["time/reward_s"] = reward_s
+    metrics["time/weight_push_s"] = push_s
     metrics.update(task.last_reward_metrics)  # the reward functions' (or grader's) scalars
     batch = RolloutBatch(
       tokens_NxL=np.concatenate([context_BxC[context_N], packed["tokens_NxR"]], 1),

@@ -14,39 +14,43 @@ tpu-inference client, docs/scaling.md) plugs in by name, subclassing nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from grpo_jax.sampling.generate import Samples, generate
+from grpo_jax.sampling.generate import Samples, sample_rows
 from grpo_jax.sampling.policy import Policy
 
 
 @runtime_checkable
 class RolloutEngine(Protocol):
-  """Generates completions with the sampler's log-probs, from the policy's parameters."""
+  """Samples rows with the sampler's log-probs from the parameters last pushed."""
 
   name: str  # the ``sampling.engine`` value
 
   def push_weights(self, params) -> float:
-    """Makes ``params`` the engine's weights; returns the seconds it took."""
+    """Makes ``params`` (our tree) the engine's weights; returns the seconds it took, 0 when
+    the engine holds this very tree already."""
 
-  def generate(
+  def sample(
     self,
     policy: Policy,
-    task,
     prompts_NxP: np.ndarray,
     prompt_mask_NxP: np.ndarray,
     rng,
+    *,
+    stop_ids: tuple[int, ...],
+    pad_id: int,
     group_size: int = 1,
   ) -> Samples:
-    """One completion per prompt row, as ``sampling.generate``: rows come in groups of
-    ``group_size`` copies of one prompt; rows stop on ``task.stop_ids``; ``Samples.push_s`` is
-    the time spent pushing ``policy.params`` first (0 when the engine already has them)."""
+    """One continuation per left-padded prompt row under ``policy.settings``, stopping on
+    ``stop_ids`` (the stop token kept), padded with ``pad_id``; the rows come in runs of
+    ``group_size`` copies of one prompt. No texts (``Samples.completions`` empty)."""
 
 
 class JaxEngine:
-  """The jitted sampler: ``sampling.generate`` with the policy's own parameters."""
+  """The jitted sampler: ``sampling.generate.sample_rows`` on the policy's own parameters."""
 
   name = "jax"
 
@@ -54,8 +58,20 @@ class JaxEngine:
     del params  # the Policy carries them
     return 0.0
 
-  def generate(self, policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size=1) -> Samples:
-    return generate(policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size)
+  def sample(self, policy, prompts_NxP, prompt_mask_NxP, rng, **kw) -> Samples:
+    return sample_rows(policy, prompts_NxP, prompt_mask_NxP, rng, **kw)
+
+
+def generate_with(engine, policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size=1):
+  """(``Samples`` with the task's decoded texts, push seconds): ``sampling.generate`` through
+  ``engine``, after pushing ``policy.params`` to it."""
+  push_s = engine.push_weights(policy.params)
+  samples = engine.sample(
+    policy, prompts_NxP, prompt_mask_NxP, rng, stop_ids=task.stop_ids, pad_id=task.pad_id,
+    group_size=group_size,
+  )  # fmt: skip
+  texts = task.decode(samples.tokens_NxT, samples.mask_NxT)
+  return dataclasses.replace(samples, completions=tuple(texts)), push_s
 
 
 def build_engine(sampling_cfg, model_cfg) -> RolloutEngine:
@@ -71,4 +87,4 @@ def build_engine(sampling_cfg, model_cfg) -> RolloutEngine:
 
 ENGINES = ("jax", "vllm")
 
-__all__ = ["ENGINES", "JaxEngine", "RolloutEngine", "build_engine"]
+__all__ = ["ENGINES", "JaxEngine", "RolloutEngine", "build_engine", "generate_with"]

@@ -29,7 +29,6 @@ class Samples:
   decode_waste: float  # the decode loop's slot-steps spent on stopped rows (waste.decode_waste)
   decode_steps: int  # the decode loop's iterations
   completions: tuple[str, ...] = ()  # the decoded texts (``generate``; not ``draw_rows``)
-  push_s: float = 0.0  # seconds spent moving the policy's weights into the engine first
 
   @classmethod
   def from_sampler(cls, out, settings: SampleSettings, num_rows: int, n: int | None = None):
@@ -56,6 +55,19 @@ def generate(
   ``group_size``: the rows come in groups of that many consecutive copies of one prompt (every
   process's rows whole groups), whose prompts are prefilled once per device-local run.
   """
+  samples = sample_rows(
+    policy, prompts_NxP, prompt_mask_NxP, rng, stop_ids=task.stop_ids, pad_id=task.pad_id,
+    group_size=group_size,
+  )  # fmt: skip
+  completions = task.decode(samples.tokens_NxT, samples.mask_NxT)
+  return dataclasses.replace(samples, completions=tuple(completions))
+
+
+def sample_rows(
+  policy: Policy, prompts_NxP, prompt_mask_NxP, rng, *, stop_ids, pad_id: int, group_size=1
+) -> Samples:
+  """``generate``'s rows without the texts: the jitted sampler on ``policy.mesh``, stopping on
+  ``stop_ids`` (``sampling.engine = 'jax'``)."""
   mesh, settings = policy.mesh, policy.settings
   batch = shard_lib.shard_batch(
     {"p": prompts_NxP, "m": np.asarray(prompt_mask_NxP, np.int32)}, mesh
@@ -64,14 +76,12 @@ def generate(
   blocks = devices if N % devices == 0 else 1  # the device-local runs
   # Under the mesh: the model's activation and KV-cache layout constraints apply.
   share = group_run(group_size, N, 1, blocks)
-  decode = settings.decode(task.stop_ids, task.pad_id, prompt_share=share, row_blocks=blocks)
+  decode = settings.decode(stop_ids, pad_id, prompt_share=share, row_blocks=blocks)
   out = shard_lib.under_mesh(sample, mesh)(
     policy.graphdef, policy.params, batch["p"], batch["m"], rng, decode
   )
   out = shard_lib.local_rows(out, mesh)  # this process's rows (all rows with one process)
-  samples = Samples.from_sampler(out, settings, N)
-  completions = task.decode(samples.tokens_NxT, samples.mask_NxT)
-  return dataclasses.replace(samples, completions=tuple(completions))
+  return Samples.from_sampler(out, settings, N)
 
 
 def loop_waste(out, settings: SampleSettings, num_rows: int) -> float:
@@ -81,4 +91,4 @@ def loop_waste(out, settings: SampleSettings, num_rows: int) -> float:
   return decode_waste(lengths_N, int(out.decode_steps), slots * len(lengths_N) // num_rows)
 
 
-__all__ = ["Policy", "SampleSettings", "Samples", "generate"]
+__all__ = ["Policy", "SampleSettings", "Samples", "generate", "sample_rows"]

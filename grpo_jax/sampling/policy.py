@@ -42,7 +42,8 @@ class SampleSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Policy:
-  """Model definition, parameters (placed for sampling), the mesh and the sample settings.
+  """Model definition, parameters (placed for sampling), the mesh and the sample settings;
+  ``engine``: an external rollout engine that draws instead of our sampler (None: ours).
 
   Frozen: ``policy.replace(params=...)`` is the same policy after an update,
   ``policy.with_max_new_tokens(M)`` the same sampler with a shorter window (strategy previews).
@@ -52,6 +53,7 @@ class Policy:
   params: object
   mesh: jax.sharding.Mesh
   settings: SampleSettings
+  engine: object = None  # an external ``sampling.engine.RolloutEngine`` drawing the rows
 
   def replace(self, **changes) -> Policy:
     return dataclasses.replace(self, **changes)

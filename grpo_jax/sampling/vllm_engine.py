@@ -2,23 +2,26 @@
 
 vLLM runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: its engine core and one
 worker, no server), reading the architecture and tokenizer of ``model.hf_path``. It is built at
-the first ``generate``, when the prompt width P and the batch size are known, with room for
-P + ``max_new_tokens`` tokens a row (eager mode: no graph capture, so it starts in seconds).
+its first use (eager mode: no graph capture, so it starts in seconds), its KV cache sized for
+the step's B·G rows of 512 tokens at once.
 
 Weights move in memory: when ``policy.params`` is not the tree last pushed, every parameter is
 fetched to the host in Hugging Face layout (``models.hf_io.hf_arrays``) and handed to vLLM's
 ``reload_weights`` as tensors over those host arrays; the tied unembedding's packed CPU GEMM is
 rebuilt from the new embedding and the prefix cache is cleared (its KV blocks belong to the old
-weights). The seconds go to ``Samples.push_s`` and the ``time/weight_push_s`` metric.
+weights). The rollouts log the seconds as ``time/weight_push_s``.
 
 The sampling settings map one to one: temperature (0 = greedy), top-k (0 = off), top-p,
 ``max_new_tokens`` → ``max_tokens``; the G copies of a prompt are one request with ``n = G``;
-``task.stop_ids`` → ``stop_token_ids`` with ``ignore_eos`` (only the task's stops end a row, as
-in our sampler; the stop token is kept, as ours). The rng seeds each request. Log-probs are
-vLLM's ``processed_logprobs`` of the sampled tokens: log softmax(logits / τ) after top-k/top-p,
-ours exactly when top-k and top-p are off (the training default); with them on, vLLM's are of the
-truncated distribution it samples from. The trainer recomputes its own log-probs either way, and
-``loss.rollout_correction`` (``auto`` → ``token_tis`` for this engine) weighs the difference.
+the stop tokens → ``stop_token_ids`` with ``ignore_eos`` (only those end a row, as in our
+sampler; the stop token is kept, as ours). A stop string (the strategy previews' delimiter)
+reaches both engines as the tokens whose text contains it, and the preview is cut after the
+token that completes it (``strategy.previews``), whichever engine drew it. The rng seeds each
+request. Log-probs are vLLM's ``processed_logprobs`` of the sampled tokens: log softmax(logits /
+τ) after top-k/top-p, ours exactly when top-k and top-p are off (the training default); with them
+on, vLLM's are of the truncated distribution it samples from. The trainer recomputes its own
+log-probs either way, and ``loss.rollout_correction`` (``auto`` → ``token_tis`` for this engine)
+weighs the difference.
 
 This is the one library module that touches torch: vLLM is a torch program, and its weights are
 torch tensors.
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import time
 
@@ -41,15 +43,18 @@ from grpo_jax.sampling.generate import Samples
 # Before vLLM is imported: its engine core and worker in this process, no usage reports.
 ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 BLOCK = 128  # tokens per KV block in vLLM's CPU backend
+ROW_TOKENS = 512  # the KV room sized per row
 MIN_KV_BYTES = 256 * 2**20
 
 
 @dataclasses.dataclass
 class VllmEngine:
-  """vLLM on ``path`` (a Hugging Face checkpoint directory) in ``dtype``."""
+  """vLLM on ``path`` (a Hugging Face checkpoint directory) in ``dtype``, with KV room for
+  ``rows`` rows of ``ROW_TOKENS`` tokens at once (more rows, or longer ones, wait for blocks)."""
 
   path: str
   dtype: str = "float32"
+  rows: int = 64
   seed: int = 0
   name = "vllm"
 
@@ -60,34 +65,40 @@ class VllmEngine:
 
   @classmethod
   def from_config(cls, sampling_cfg, model_cfg) -> VllmEngine:
-    del sampling_cfg  # the settings come with each call's policy
-    return cls(str(resolve_checkpoint(model_cfg.hf_path)), model_cfg.dtype)
+    rows = sampling_cfg.prompts_per_step * sampling_cfg.group_size
+    return cls(str(resolve_checkpoint(model_cfg.hf_path)), model_cfg.dtype, rows)
 
-  def start(self, max_len: int, rows: int) -> None:
-    """Builds vLLM for rows of at most ``max_len`` tokens and ``rows`` rows at once."""
+  def start(self) -> None:
+    """Builds vLLM (eager: no graph capture, it starts in seconds)."""
     for key, value in ENV.items():
       os.environ.setdefault(key, value)
     from vllm import LLM  # noqa: PLC0415 (the optional extra)
 
     hf = self.shape = _hf_shape(self.path)
     per_token = 2 * hf["layers"] * hf["kv_heads"] * hf["head_dim"] * np.dtype(self.dtype).itemsize
-    kv_bytes = max(MIN_KV_BYTES, rows * BLOCK * math.ceil(max_len / BLOCK + 1) * per_token)
+    kv_bytes = max(MIN_KV_BYTES, self.rows * ROW_TOKENS * per_token)
+    # The longest row the cache can hold whole (vLLM refuses a longer max_model_len).
+    self.max_len = min(hf["max_positions"], kv_bytes // per_token // BLOCK * BLOCK)
     self.llm = LLM(
       model=self.path,
       dtype=self.dtype,
-      max_model_len=max_len,
+      max_model_len=self.max_len,
       enforce_eager=True,
       kv_cache_memory_bytes=int(kv_bytes),
-      max_num_seqs=max(rows, 1),
+      max_num_seqs=self.rows,
       seed=self.seed,
       logprobs_mode="processed_logprobs",
     )
-    self.max_len = max_len
 
   def push_weights(self, params) -> float:
-    """Copies ``params`` (our tree, any sharding) into vLLM's model; returns the seconds."""
+    """Copies ``params`` (our tree, any sharding) into vLLM's model; returns the seconds (0 when
+    vLLM holds this very tree)."""
+    if params is self._pushed:
+      return 0.0
     import torch  # noqa: PLC0415 (vLLM's tensors)
 
+    if self.llm is None:
+      self.start()
     t0 = time.perf_counter()
     tensors = ((n, torch.from_numpy(_plain(x))) for n, x in hf_arrays(params))
     self.llm.collective_rpc(
@@ -99,30 +110,27 @@ class VllmEngine:
     self._pushed = params
     return time.perf_counter() - t0
 
-  def generate(self, policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size=1) -> Samples:
+  def sample(self, policy, prompts_NxP, prompt_mask_NxP, rng, *, stop_ids, pad_id, group_size=1):
     settings = policy.settings
     N, P = prompts_NxP.shape
     M = settings.max_new_tokens
     if self.llm is None:
-      self.start(P + M, N)
+      self.start()
     if P + M > self.max_len:
       raise ValueError(
-        f"sampling.engine = 'vllm' was built for {self.max_len} tokens a row; this call needs "
+        f"sampling.engine = 'vllm' holds rows of up to {self.max_len} tokens; this call needs "
         f"P {P} + max_new_tokens {M}"
       )
-    push_s = 0.0 if policy.params is self._pushed else self.push_weights(policy.params)
     G = group_size if N % group_size == 0 else 1
     seed = int(jax.random.randint(rng, (), 0, 2**31 - 1 - N))
     requests = [
       {"prompt_token_ids": row[m > 0].tolist()}
       for row, m in zip(prompts_NxP[::G], prompt_mask_NxP[::G])
     ]
-    params = [_sampling_params(settings, task.stop_ids, G, seed + i) for i in range(N // G)]
+    params = [_sampling_params(settings, stop_ids, G, seed + i) for i in range(N // G)]
     outputs = self.llm.generate(requests, params, use_tqdm=False)
     completions = [c for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
-    samples = _samples(completions, M, task.pad_id)
-    texts = task.decode(samples.tokens_NxT, samples.mask_NxT)
-    return dataclasses.replace(samples, completions=tuple(texts), push_s=push_s)
+    return _samples(completions, M, pad_id)
 
 
 def _sampling_params(settings, stop_ids, n: int, seed: int):
@@ -186,6 +194,7 @@ def _hf_shape(path: str) -> dict:
     "kv_heads": c.get("num_key_value_heads", heads),
     "head_dim": c.get("head_dim") or c["hidden_size"] // heads,
     "tied": bool(c.get("tie_word_embeddings", False)),
+    "max_positions": int(c.get("max_position_embeddings", 4096)),
   }
 
 

@@ -113,7 +113,14 @@ def draw_rows(
   prefilled once per device-local run (``Decode.prompt_share``).
 
   Multi-host: the rows are this process's (``distributed.problem_share``), padded to a multiple
-  of its own devices, and so are the rows returned."""
+  of its own devices, and so are the rows returned.
+
+  With ``policy.engine`` (an external ``sampling.engine``), that engine draws the rows instead
+  (each run of ``prompt_share`` identical contexts one request)."""
+  if policy.engine is not None:
+    return policy.engine.sample(
+      policy, tokens_NxC, mask_NxC, rng, stop_ids=stop_ids, pad_id=pad_id, group_size=prompt_share
+    )
   mesh, settings = policy.mesh, policy.settings
   n, devices = len(tokens_NxC), shard_lib.batch_size_multiple(mesh)
   extra = -n % shard_lib.process_row_blocks(mesh)

@@ -58,7 +58,6 @@ def test_bad_engine_config_fails_at_load(overrides, message):
 @pytest.mark.parametrize(
   "overrides, message",
   [
-    (["strategy.enabled=True", "strategy.num_previews=2"], r"serves the one-stage rollout"),
     (["rollout.off_policy_steps=1"], r"rollout.off_policy_steps = 1 needs sampling.engine"),
   ],
 )

@@ -72,3 +72,22 @@ def test_bench_engine_compares_the_engines(smollm2_2layer_dir, tmp_path):
     assert res["tokens_per_s"][name] == res["tokens"][name] / res["best_s"][name]
   assert res["push_s_median"] > 0
   assert res["greedy_rows_equal"] == res["greedy_rows"] == 2
+
+
+def test_strategy_previews_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_env, tmp_path):
+  """The two-stage rollout (online previews stopping on the delimiter, completions after them)
+  with both stages drawn by vLLM: two steps, previews logged, the weights pushed before each."""
+  env = dict(launcher_env(devices=1), OMP_NUM_THREADS="1")
+  config = f"configs/smollm2_arithmetic.py:tiny=1,method=full,hf_path={smollm2_2layer_dir}"
+  cmd = [sys.executable, "experiments/launch.py", "--config", config, "--workdir", str(tmp_path)]
+  cmd += ["--config.logging.progress=false", "--config.logging.plot=false"]
+  cmd += ["--config.sampling.engine=vllm"]
+  proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  rows = read.metrics(tmp_path)
+  assert [r["step"] for r in rows] == [1, 2]
+  for row in rows:
+    assert row["time/weight_push_s"] > 0
+    assert row["strategy/preview_len_mean"] > 0  # previews drawn and kept
+    assert 0 <= row["mismatch/kl"] < 1e-6, row["mismatch/kl"]
+  assert "vllm engine" in proc.stdout + proc.stderr

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from grpo_jax import models  # noqa: E402
 from grpo_jax import sharding as shard_lib  # noqa: E402
 from grpo_jax.sampling import engine as engine_lib  # noqa: E402
+from grpo_jax.sampling.engine import generate_with  # noqa: E402
 from grpo_jax.sampling.generate import generate  # noqa: E402
 from grpo_jax.sampling.policy import Policy, SampleSettings  # noqa: E402
 from grpo_jax.sampling.vllm_engine import VllmEngine  # noqa: E402
@@ -66,8 +67,8 @@ def test_greedy_tokens_and_logps_equal_the_jitted_sampler(setup):
   ours, engine, task, prompts, mask, mesh = setup
   policy = _policy(ours, mesh, temperature=0.0)
   ref = generate(policy, task, prompts, mask, jax.random.key(0))
-  got = engine.generate(policy, task, prompts, mask, jax.random.key(0))
-  assert got.push_s > 0  # the first call moves our parameters in
+  got, push_s = generate_with(engine, policy, task, prompts, mask, jax.random.key(0))
+  assert push_s > 0  # the first call moves our parameters in
   np.testing.assert_array_equal(got.tokens_NxT, ref.tokens_NxT)
   np.testing.assert_array_equal(got.mask_NxT, ref.mask_NxT)
   np.testing.assert_array_equal(got.truncated_N, ref.truncated_N)
@@ -81,19 +82,20 @@ def test_pushed_weights_change_the_tokens_and_back(setup):
   ours, engine, task, prompts, mask, mesh = setup
   rng = jax.random.key(0)
   base = _policy(ours, mesh, temperature=0.0)
-  before = engine.generate(base, task, prompts, mask, rng)
-  again = engine.generate(base, task, prompts, mask, rng)
-  assert again.push_s == 0.0  # the same tree: nothing to move
+  before, _ = generate_with(engine, base, task, prompts, mask, rng)
+  again, push_s = generate_with(engine, base, task, prompts, mask, rng)
+  assert push_s == 0.0  # the same tree: nothing to move
+  np.testing.assert_array_equal(again.tokens_NxT, before.tokens_NxT)
   noise = jax.random.split(jax.random.key(3), len(jax.tree.leaves(ours.params)))
   leaves, tree = jax.tree.flatten(ours.params)
   moved = [x + 0.02 * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, noise)]
   other = _policy(ours, mesh, jax.tree.unflatten(tree, moved), temperature=0.0)
-  pushed = engine.generate(other, task, prompts, mask, rng)
-  assert pushed.push_s > 0
+  pushed, push_s = generate_with(engine, other, task, prompts, mask, rng)
+  assert push_s > 0
   ref = generate(other, task, prompts, mask, rng)
   assert (pushed.tokens_NxT != before.tokens_NxT).any()
   np.testing.assert_array_equal(pushed.tokens_NxT, ref.tokens_NxT)  # the pushed model's tokens
-  back = engine.generate(_policy(ours, mesh, temperature=0.0), task, prompts, mask, rng)
+  back, _ = generate_with(engine, _policy(ours, mesh, temperature=0.0), task, prompts, mask, rng)
   np.testing.assert_array_equal(back.tokens_NxT, before.tokens_NxT)
 
 
@@ -102,7 +104,8 @@ def test_groups_are_seeded_requests_with_the_trainers_logps(setup):
   G = 4
   rows_P, rows_mask = np.repeat(prompts[:2], G, axis=0), np.repeat(mask[:2], G, axis=0)
   policy = _policy(ours, mesh, temperature=1.0)
-  draw = lambda seed: engine.generate(policy, task, rows_P, rows_mask, jax.random.key(seed), G)
+  draw = lambda seed: generate_with(engine, policy, task, rows_P, rows_mask,
+                                    jax.random.key(seed), G)[0]  # fmt: skip
   a, b, c = draw(0), draw(0), draw(1)
   np.testing.assert_array_equal(a.tokens_NxT, b.tokens_NxT)  # the rng seeds the requests
   assert (a.tokens_NxT != c.tokens_NxT).any()
