@@ -30,13 +30,13 @@ torch tensors.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 
 import jax
 import numpy as np
 
+from grpo_jax.models.hf_config import load_hf_config
 from grpo_jax.models.hf_io import hf_arrays, resolve_checkpoint
 from grpo_jax.sampling.generate import Samples
 
@@ -74,11 +74,13 @@ class VllmEngine:
       os.environ.setdefault(key, value)
     from vllm import LLM  # noqa: PLC0415 (the optional extra)
 
-    hf = self.shape = _hf_shape(self.path)
-    per_token = 2 * hf["layers"] * hf["kv_heads"] * hf["head_dim"] * np.dtype(self.dtype).itemsize
+    self.shape, hf = load_hf_config(self.path, self.dtype)
+    c = self.shape
+    per_token = 2 * c.num_layers * c.num_kv_heads * c.head_dim * np.dtype(self.dtype).itemsize
     kv_bytes = max(MIN_KV_BYTES, self.rows * ROW_TOKENS * per_token)
     # The longest row the cache can hold whole (vLLM refuses a longer max_model_len).
-    self.max_len = min(hf["max_positions"], kv_bytes // per_token // BLOCK * BLOCK)
+    positions = getattr(hf, "max_position_embeddings", None) or kv_bytes // per_token
+    self.max_len = min(positions, kv_bytes // per_token // BLOCK * BLOCK)
     self.llm = LLM(
       model=self.path,
       dtype=self.dtype,
@@ -104,7 +106,7 @@ class VllmEngine:
     self.llm.collective_rpc(
       "reload_weights", kwargs={"weights_iterator": tensors, "is_checkpoint_format": True}
     )
-    if self.shape["tied"]:
+    if self.shape.tie_embeddings:
       self.llm.apply_model(_repack_unembedding)
     self.llm.reset_prefix_cache()
     self._pushed = params
@@ -184,18 +186,6 @@ def _repack_unembedding(model) -> None:
   """A tied unembedding shares the embedding's tensor, but vLLM's CPU backend packs it once for
   its GEMM: pack the new weights again."""
   model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
-
-
-def _hf_shape(path: str) -> dict:
-  c = json.loads((resolve_checkpoint(path) / "config.json").read_text())
-  heads = c["num_attention_heads"]
-  return {
-    "layers": c["num_hidden_layers"],
-    "kv_heads": c.get("num_key_value_heads", heads),
-    "head_dim": c.get("head_dim") or c["hidden_size"] // heads,
-    "tied": bool(c.get("tie_word_embeddings", False)),
-    "max_positions": int(c.get("max_position_embeddings", 4096)),
-  }
 
 
 __all__ = ["VllmEngine"]
