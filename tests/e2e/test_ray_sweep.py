@@ -91,7 +91,8 @@ def _kill_mid_member(run_dir: pathlib.Path, proc, timeout_s: float = 600) -> Non
           os.kill(pid, signal.SIGKILL)
         return
     time.sleep(0.1)
-  raise AssertionError("the member ended before process 1 could be killed")
+  out = proc.communicate()[0][-4000:] if proc.poll() is not None else ""
+  raise AssertionError(f"the member ended before process 1 could be killed\n{out}")
 
 
 def _overlap(spans) -> int:

@@ -1,8 +1,9 @@
 """Two RL steps through the launcher with ``sampling.engine = "vllm"`` on SmolLM2-135M-Instruct
 (cut to 2 decoder layers: its real tokenizer, embeddings and chat template): vLLM draws the
 rollouts, the updated weights are pushed in memory before each step, the trainer recomputes the
-log-probs and the correction (``auto`` → ``token_tis``) weighs the mismatch. The same run on
-our sampler logs no push. ``experiments/bench_engine.py`` at toy size."""
+log-probs and the correction (``auto`` → ``token_tis``) weighs the mismatch (the same runs on
+our sampler, which log no push, are the real-model tier's). ``experiments/bench_engine.py`` at
+toy size."""
 
 import json
 import os
@@ -35,7 +36,9 @@ def _launch(env, hf, workdir, *overrides):
 
 
 def test_two_rl_steps_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_env, tmp_path):
-  env = dict(launcher_env(devices=1), OMP_NUM_THREADS="1")  # one core each: see the unit tests
+  # One core each (see the unit tests); XLA's optimisation passes on: the update of the real
+  # vocabulary is run-bound.
+  env = dict(launcher_env(devices=1, optimize=True), OMP_NUM_THREADS="1")
   rows = _launch(env, smollm2_2layer_dir, tmp_path / "vllm", "--config.sampling.engine=vllm")
   config = read.config(tmp_path / "vllm")
   assert config["config"]["sampling"]["engine"] == "vllm"
@@ -47,9 +50,6 @@ def test_two_rl_steps_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_
     # The trainer's log-probs of vLLM's tokens: same weights in float32, other kernels.
     assert 0 <= row["mismatch/kl"] < 1e-6, row["mismatch/kl"]
     assert 0.9 < row["mismatch/is_weight_mean"] < 1.1, row["mismatch/is_weight_mean"]
-  ours = _launch(env, smollm2_2layer_dir, tmp_path / "jax")
-  assert "time/weight_push_s" not in ours[0]  # our sampler reads the trainer's parameters
-  assert read.config(tmp_path / "jax")["config"]["loss"]["rollout_correction"] == "none"
 
 
 def test_bench_engine_compares_the_engines(smollm2_2layer_dir, tmp_path):
@@ -77,7 +77,7 @@ def test_bench_engine_compares_the_engines(smollm2_2layer_dir, tmp_path):
 def test_strategy_previews_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_env, tmp_path):
   """The two-stage rollout (online previews stopping on the delimiter, completions after them)
   with both stages drawn by vLLM: two steps, previews logged, the weights pushed before each."""
-  env = dict(launcher_env(devices=1), OMP_NUM_THREADS="1")
+  env = dict(launcher_env(devices=1, optimize=True), OMP_NUM_THREADS="1")
   config = f"configs/smollm2_arithmetic.py:tiny=1,method=full,hf_path={smollm2_2layer_dir}"
   cmd = [sys.executable, "experiments/launch.py", "--config", config, "--workdir", str(tmp_path)]
   cmd += ["--config.logging.progress=false", "--config.logging.plot=false"]
