@@ -63,7 +63,7 @@ class MetricsWriter:
     if enabled and resume_step is not None:
       self.truncate_after(resume_step)
     if enabled and tensorboard:
-      from tensorboardX import SummaryWriter
+      SummaryWriter = tb_events.tensorboardx().SummaryWriter
 
       # purge_step: TensorBoard itself also hides earlier files' events from this step on.
       purge = None if resume_step is None else resume_step + 1

@@ -8,11 +8,36 @@ lines), so every reader, not only TensorBoard's purge logic, sees each step once
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterator
 
 from etils import epath
 
 from grpo_jax.rundir import paths
+
+
+def tensorboardx():
+  """The ``tensorboardX`` package, imported without torch. Its writer module imports torch when
+  torch is installed (about 2 s and 0.3 GiB in every launcher process), only to accept torch
+  tensors, which this library never logs; ``None`` in ``sys.modules`` makes that import fail as
+  if torch were absent. A process that holds torch already (the vLLM engine's) imports it as is,
+  and torch imports normally afterwards."""
+  if "tensorboardX" not in sys.modules and "torch" not in sys.modules:
+    sys.modules["torch"] = None
+    try:
+      import tensorboardX  # noqa: F401, PLC0415
+    finally:
+      del sys.modules["torch"]
+  import tensorboardX  # noqa: PLC0415
+
+  return tensorboardX
+
+
+def _event_class():
+  tensorboardx()
+  from tensorboardX.proto.event_pb2 import Event  # noqa: PLC0415
+
+  return Event
 
 
 def _records(data: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -33,8 +58,7 @@ def event_files(tb_dir: paths.PathLike) -> list[epath.Path]:
 
 def read_events(tb_dir: paths.PathLike):
   """Every event of every file in ``tb_dir``, file by file (tensorboardX's ``Event`` protos)."""
-  from tensorboardX.proto.event_pb2 import Event  # noqa: PLC0415
-
+  Event = _event_class()
   for path in event_files(tb_dir):
     for _, payload in _records(path.read_bytes()):
       yield Event.FromString(payload)
@@ -52,8 +76,7 @@ def scalars(tb_dir: paths.PathLike) -> dict[str, list[int]]:
 
 def truncate_after(tb_dir: paths.PathLike, step: int) -> None:
   """Rewrites each event file without the summaries of steps after ``step``."""
-  from tensorboardX.proto.event_pb2 import Event  # noqa: PLC0415
-
+  Event = _event_class()
   for path in event_files(tb_dir):
     kept = [
       framed

@@ -35,3 +35,34 @@ def test_values_after_resume_are_the_new_ones(tmp_path):
     if v.tag == "loss/total"
   }
   assert values == {1: 1.0, 2: -2.0}
+
+
+TORCH_FREE = """
+import sys
+from grpo_jax.train import tb_events
+from grpo_jax.train.metrics import MetricsWriter
+
+w = MetricsWriter(sys.argv[1])
+w.write(1, {"loss/total": 1.0})
+w.close()
+assert tb_events.scalars(sys.argv[1] + "/tb") == {"loss/total": [1]}
+print("torch" in sys.modules)
+import torch  # noqa: E402
+
+print(torch.tensor([2.0]).sum().item())
+"""
+
+
+def test_tensorboard_leaves_torch_unimported(tmp_path):
+  """tensorboardX's writer imports torch where it is installed (as here): the launcher's
+  writer and reader do not, and torch still imports after them."""
+  import subprocess
+  import sys
+
+  import pytest
+
+  pytest.importorskip("torch")
+  out = subprocess.run(
+    [sys.executable, "-c", TORCH_FREE, str(tmp_path)], capture_output=True, text=True, check=True
+  ).stdout.split()
+  assert out == ["False", "2.0"]
