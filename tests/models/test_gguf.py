@@ -43,6 +43,8 @@ def test_config_from_metadata(ours):
   assert c.tie_embeddings and c.rope_theta == 1e5 and c.max_position_embeddings == 8192
   assert "lm_head" not in ours.params
   assert ours.hf_config.pad_token_id == ours.tokenizer.pad_token_id == 2
+  tok = ours.tokenizer  # the file's own special tokens, whatever transformers reads
+  assert tok.bos_token == "<|im_start|>" and tok.eos_token == tok.pad_token == "<|im_end|>"
 
 
 def test_logits_match_transformers_gguf_loader(ours, smollm2_gguf):
