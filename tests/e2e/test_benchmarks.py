@@ -5,7 +5,7 @@ temporary ``GRPO_BENCH_DIR``) — the ``--model`` paths on SmolLM2-135M-Instruct
 (``real_model.truncated_dir(2)``) — with its JSON output checked: no recompilation after the first
 RL step, every table present, the sampler's tokens counted. No time is
 asserted; TRL is replaced by a stand-in trainer that only calls its step callbacks
-(``STAND_IN_TRL``).
+(``STAND_IN_TRL``). Tunix (``--peer tunix``) runs as installed, where the ``tunix`` extra is.
 """
 
 from __future__ import annotations
@@ -314,6 +314,35 @@ def test_bench_step_real_model_with_kl(tmp_path, two_layer_dir):
     assert row[key] > 0, key
   assert 0 < row["ratio_vs_trl"] < float("inf") and np.isfinite(row["kl_last"])
   assert row["ratio_vs_trl"] == pytest.approx(row["trl_step_s"] / row["step_s"])
+
+
+def test_bench_step_beside_tunix_shipped_and_patched(tmp_path, two_layer_dir):
+  """``--peer tunix``: Tunix's GRPOLearner as shipped and patched, each of its steps followed by
+  one of ours. The parity check separates the two (RoPE θ), and shipped Tunix's masks drop the
+  two ``<|im_end|>`` (its pad id) of every chat prompt, the patched none."""
+  pytest.importorskip("tunix")
+  res = run_bench(
+    "bench_step.py",
+    ["--model", two_layer_dir, "--peer", "tunix", "--kl_coefs", "0.04", "--prompts", "2",
+     "--group", "2", "--new_tokens", "4", "--micro_batch_size", "2", "--tunix_steps", "2"],
+    tmp_path,
+  )  # fmt: skip
+  (row,) = res["step"]
+  assert row["kl_coef"] == 0.04 and row["P"] == 80 and row["tunix_micro_rows"] == 2
+  assert row["compiles_by_step"][1:] == [0] * 4  # one of ours after each of 2 × 2 Tunix steps
+  for v in ("shipped", "patched"):
+    (run,) = [r for r in row["tunix_runs"] if r["variant"] == v]
+    assert len(run["steps"]) == len(run["ours_after"]) == 2
+    assert row[f"tunix_{v}_prompt_ids_match"] is True
+    for key in ("step_s", "rollout_s", "update_s", "sampling_s", "ref_logps_s"):
+      assert row[f"tunix_{v}_{key}"] > 0, (v, key)
+    assert row[f"ratio_vs_tunix_{v}"] == pytest.approx(row[f"tunix_{v}_step_s"] / row["step_s"])
+  assert row["tunix_patched_logits_max_abs_diff"] < 1e-3
+  assert row["tunix_shipped_logits_max_abs_diff"] > 0.1
+  assert row["tunix_shipped_masked_prompt_tokens"] == 2 * 2 * 2  # prompts × G × <|im_end|>
+  assert row["tunix_patched_masked_prompt_tokens"] == 0
+  assert row["tunix_patched_masked_completion_tokens"] == 0  # its pad id is no token
+  assert any(d.startswith("micro-batches") for d in row["differences"])
 
 
 def test_bench_overlap_runs_both_modes_on_the_real_model_cut(tmp_path, smollm2_2layer_dir):
