@@ -1,7 +1,8 @@
-"""The update section of ``bench_accelerator.py``: one jitted ``train.update`` step of the
+"""The update sections of ``bench_accelerator.py``: one jitted ``train.update`` step of the
 library at a model's shape (bf16 compute over float32 masters, μ = 1, no KL, each group's prompt
 once, every decoder layer rematerialised, vocabulary-chunked log-probs) and its MFU against the
-measured bf16 matmul rate."""
+measured bf16 matmul rate; then the same step on completions of mixed lengths, padded and packed
+(``loss.pack``)."""
 
 from __future__ import annotations
 
@@ -50,20 +51,30 @@ def update_config(u: dict, vocab_chunk: int):
   return cfg
 
 
-def update_batch(N: int, G: int, P: int, T: int, V: int):
-  """The update's device arrays: G rows per prompt, every completion T tokens long, rewards
-  0 and 1 in every group (non-zero advantages)."""
+def mixed_lengths(N: int, T: int) -> np.ndarray:
+  """Completion lengths uniform over T/8 … T, the first row T long: the batch keeps its full
+  width (no length bucket cuts it), and about 44% of its completion slots are padding."""
+  lengths_N = np.random.default_rng(1).integers(max(T // 8, 1), T + 1, N)
+  lengths_N[0] = T
+  return lengths_N
+
+
+def update_batch(N: int, G: int, P: int, T: int, V: int, lengths_N=None):
+  """The update's host arrays: G rows per prompt, completions ``lengths_N`` long (default
+  every one T), rewards 0 and 1 in every group (non-zero advantages)."""
   rng = np.random.default_rng(0)
   prompts_NxP = np.repeat(rng.integers(3, V, (N // G, P)), G, axis=0)
-  tokens_NxL = np.concatenate([prompts_NxP, rng.integers(3, V, (N, T))], axis=1)
+  lengths_N = np.full(N, T) if lengths_N is None else lengths_N
+  completion_NxT = (np.arange(T)[None] < lengths_N[:, None]).astype(np.int32)
+  tokens_NxL = np.concatenate([prompts_NxP, rng.integers(3, V, (N, T)) * completion_NxT], axis=1)
   rewards_N = (np.arange(N) % 2).astype(np.float32)
   groups_N = np.repeat(np.arange(N // G), G).astype(np.int32)
   from grpo_jax.rollout.batch import UpdateBatch
 
   return UpdateBatch(
     tokens_NxL=tokens_NxL.astype(np.int32),
-    input_mask_NxL=np.ones((N, P + T), np.int32),
-    completion_mask_NxT=np.ones((N, T), np.int32),
+    input_mask_NxL=np.concatenate([np.ones((N, P), np.int32), completion_NxT], axis=1),
+    completion_mask_NxT=completion_NxT,
     sample_logps_NxT=np.zeros((N, T), np.float32),
     rewards_N=rewards_N,
     accuracy_N=rewards_N,
@@ -83,16 +94,14 @@ def update_bytes(cfg: models.ModelConfig, N: int, L: int, T: int, chunk: int) ->
   return 18 * cfg.num_params + act + 3 * N * T * chunk * 4
 
 
-def update_run(u: dict, vocab_chunk: int, rate_tflops: float) -> dict:
+def built(u: dict, cfg):
+  """(model config, mesh, state, jitted update) of ``u``'s model under ``cfg``."""
   from grpo_jax import sharding as shard_lib
-  from grpo_jax.train.microbatch import num_parts, row_blocks
   from grpo_jax.train.optimizer import make_optimizer
   from grpo_jax.train.state import init_state
-  from grpo_jax.train.update import make_update_step, prompt_share
+  from grpo_jax.train.update import make_update_step
 
   model_cfg = dataclasses.replace(MODELS[u["model"]], remat="full")
-  N, G, P, T = u["prompts"] * u["group"], u["group"], u["prompt_len"], u["new_tokens"]
-  cfg = update_config(u, vocab_chunk)
   mesh = bc.mesh()
   graphdef, params = models.init_params(model_cfg, 1)
   optimizer = make_optimizer(cfg.optimizer)
@@ -100,7 +109,18 @@ def update_run(u: dict, vocab_chunk: int, rate_tflops: float) -> dict:
   del params
   shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
   state = jax.device_put(state, shardings)
-  update = make_update_step(graphdef, optimizer, cfg, mesh, shardings, prompt_len=P)
+  P = u["prompt_len"]
+  return model_cfg, mesh, state, make_update_step(graphdef, optimizer, cfg, mesh, shardings, P)
+
+
+def update_run(u: dict, vocab_chunk: int, rate_tflops: float) -> dict:
+  from grpo_jax import sharding as shard_lib
+  from grpo_jax.train.microbatch import num_parts, row_blocks
+  from grpo_jax.train.update import prompt_share
+
+  N, G, P, T = u["prompts"] * u["group"], u["group"], u["prompt_len"], u["new_tokens"]
+  cfg = update_config(u, vocab_chunk)
+  model_cfg, mesh, state, update = built(u, cfg)
   batch = shard_lib.shard_batch(update_batch(N, G, P, T, model_cfg.vocab_size), mesh)
   t0 = time.perf_counter()
   compiled = update.lower(state, batch).compile()
@@ -130,4 +150,45 @@ def update_run(u: dict, vocab_chunk: int, rate_tflops: float) -> dict:
     "model_tflops_s": flops / step_s / 1e12,
     "mfu_pct": 100 * flops / step_s / 1e12 / rate_tflops,
     "hfu_pct": 100 * flops * 4 / 3 / step_s / 1e12 / rate_tflops,
+  }
+
+
+def pack_run(u: dict, vocab_chunk: int) -> dict:
+  """The update on completions of ``mixed_lengths``, padded and packed (``loss.pack``: the real
+  tokens in rows of the padded width, each shared prompt once per segment), alternating from one
+  state, ``u["steps"]`` times each; the first of each compiles. Seconds are the best of the rest,
+  and the packed rows' share of real tokens against the padded rows'."""
+  from grpo_jax import sharding as shard_lib
+  from grpo_jax.config import views
+  from grpo_jax.train.packing import Packer
+
+  N, G, P, T = u["prompts"] * u["group"], u["group"], u["prompt_len"], u["new_tokens"]
+  cfg = update_config(u, vocab_chunk)
+  model_cfg, mesh, state, update = built(u, cfg)
+  host = update_batch(N, G, P, T, model_cfg.vocab_size, mixed_lengths(N, T))
+  loss = dataclasses.replace(views.of(cfg).loss, pack=True)
+  packed, fill = Packer(loss, G, shard_lib.batch_size_multiple(mesh))(host)
+  sides = {k: shard_lib.shard_batch(b, mesh) for k, b in (("padded", host), ("packed", packed))}
+  times, losses = {k: [] for k in sides}, {k: [] for k in sides}
+  for _ in range(u["steps"]):
+    for name, batch in sides.items():
+      t0 = time.perf_counter()
+      state, metrics = update(state, batch)
+      jax.block_until_ready((state, metrics))
+      times[name].append(time.perf_counter() - t0)
+      losses[name].append(float(metrics["loss/total"]))
+  assert np.isfinite(losses["padded"] + losses["packed"]).all()
+  best = {k: min(v[1:] or v) for k, v in times.items()}
+  return {
+    "model": u["model"],
+    "rows": N,
+    "L": P + T,
+    "packed_rows": int(fill["pack/rows"]),
+    "padded_fill": fill["pack/padded_fill"],
+    "packed_fill": fill["pack/fill"],
+    "padded_compile_s": times["padded"][0] - best["padded"],
+    "packed_compile_s": times["packed"][0] - best["packed"],
+    "padded_s": best["padded"],
+    "packed_s": best["packed"],
+    "speedup": best["padded"] / best["packed"],
   }

@@ -19,6 +19,9 @@ float32``); nothing is downloaded. In one process, in this order:
   group's prompt once, every decoder layer rematerialised, vocabulary-chunked log-probs) at the
   1.7B shape. MFU = 3 × the forward pass's matmul FLOPs of the work / step time / the measured
   matmul rate; HFU counts the rematerialised forward too (4 ×).
+* ``pack`` (``accel_update.pack_run``): the same update on completions of mixed lengths (T/8 …
+  T, the longest T), padded and packed (``loss.pack``), alternating: the padding-free update's
+  speed-up where rows are about two thirds real tokens.
 
 Every configuration is estimated first and skipped with its reason when it would not fit the
 device's memory or the time left of ``--budget_s``; a failure (compile, out of memory) is
@@ -57,7 +60,7 @@ from accel_common import (  # noqa: E402
   matmul_tflops,
 )
 from accel_generate import hf_device, run_hf  # noqa: E402
-from accel_update import update_bytes, update_run  # noqa: E402
+from accel_update import pack_run, update_bytes, update_run  # noqa: E402
 
 from grpo_jax import models, sampling  # noqa: E402
 from grpo_jax.sampling.steps import FIRST_BUCKET, cache_buckets  # noqa: E402
@@ -173,6 +176,10 @@ DECODE_COLS = [
   "model", "B", "T", "compile_s", "seconds", "tok_s", "roofline_tok_s", "roofline_pct",
   "step_gb_mean", "bucket_kv_ratio", "hf_tok_s", "ratio_vs_hf", "error",
 ]  # fmt: skip
+PACK_COLS = [
+  "model", "rows", "L", "packed_rows", "padded_fill", "packed_fill", "padded_s", "packed_s",
+  "speedup", "error",
+]  # fmt: skip
 UPDATE_COLS = [
   "model", "rows", "L", "micro", "rows_per_prompt", "compile_s", "step_s", "model_tflops_s",
   "mfu_pct", "hfu_pct", "error",
@@ -194,6 +201,9 @@ def report(res: dict) -> str:
   if res["update"]:
     lines += ["", "### Update step (bf16 compute, fp32 masters)", ""]
     lines.append(bc.fmt_table(res["update"], UPDATE_COLS))
+  if res["pack"]:
+    lines += ["", "### Update, mixed lengths: padded and packed (loss.pack)", ""]
+    lines.append(bc.fmt_table(res["pack"], PACK_COLS))
   if res["goals"]:
     lines += ["", "### Goals", "", bc.fmt_table(res["goals"], ["goal", "measured", "met"])]
   if res["skipped"]:
@@ -239,7 +249,7 @@ def main():
     ap.error(f"models must be among {sorted(MODELS)} (got {unknown}) and --new_tokens >= 2")
   budget = Budget(args.budget_s or s["budget_s"])
   P, T = s["prompt"], s["new_tokens"]
-  res = {"settings": s, "decode": [], "generate": [], "update": [], "goals": []}
+  res = {"settings": s, "decode": [], "generate": [], "update": [], "pack": [], "goals": []}
   res["skipped"] = budget.skipped
 
   # transformers first, in its own process, before JAX holds the device's memory.
@@ -301,6 +311,18 @@ def main():
           row = {"model": u["model"], "rows": N, "L": L, "error": error_text(e)}
         gc.collect()
         res["update"].append(row)
+        print(json.dumps(row), flush=True)
+        write(args.json, res)
+      what = f"pack {u['model']}"
+      if budget.allows(what, 4 * compile_s + 40) and fits(
+        budget, what, need, res["device"]["bytes_limit"]
+      ):
+        try:
+          row = pack_run(u, s["vocab_chunk"])
+        except Exception as e:  # noqa: BLE001
+          row = {"model": u["model"], "rows": N, "L": L, "error": error_text(e)}
+        gc.collect()
+        res["pack"].append(row)
         print(json.dumps(row), flush=True)
         write(args.json, res)
   res["goals"] = goals(res)

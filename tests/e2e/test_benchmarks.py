@@ -254,6 +254,13 @@ def test_bench_accelerator_toy_reports_every_section(tmp_path):
   assert up["model_tflop"] == pytest.approx(flops / 1e12)
   assert up["mfu_pct"] == pytest.approx(100 * up["model_tflops_s"] / dev["matmul_tflops"])
   assert [g["goal"] for g in res["goals"]] == ["update MFU toy-a ≥ 40%"]  # no B = 256 row
+  (pack,) = res["pack"]
+  assert "error" not in pack, pack
+  # Completions of 3 … 24 tokens after 8-token prompts, one of them 24: the padded rows hold
+  # between (8 + 3) / 32 and all but 21 / 256 real tokens; packed, fewer rows hold them.
+  assert (8 + 3) / 32 < pack["padded_fill"] <= 1 - 21 / 256
+  assert pack["packed_fill"] > pack["padded_fill"] and pack["packed_rows"] < 8
+  assert pack["speedup"] == pytest.approx(pack["padded_s"] / pack["packed_s"])
 
 
 def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
@@ -264,7 +271,8 @@ def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
   )
   assert res["decode"] == [] and res["update"] == []
   skipped = [s["what"] for s in res["skipped"]]
-  assert skipped == ["generate", "decode toy-a B=2", "update toy-a", "decode toy-a B=4"]
+  want = ["generate", "decode toy-a B=2", "update toy-a", "pack toy-a", "decode toy-a B=4"]
+  assert skipped == want
   assert all(s["reason"].startswith("time") for s in res["skipped"][1:])
 
 
