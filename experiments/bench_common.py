@@ -243,7 +243,9 @@ def causal_pairs(prompt: int, total: int) -> float:
 
 
 class CompileCounter:
-  """Counts XLA compilations (jax's backend-compile monitoring event) while active."""
+  """Counts XLA compilations while active: jax's backend-compile monitoring event, which jax
+  fires around the persistent compilation cache's lookup too, so a program read back from the
+  cache counts as one."""
 
   EVENT = "/jax/core/compile/backend_compile_duration"
 

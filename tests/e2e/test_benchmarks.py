@@ -50,13 +50,12 @@ class GRPOTrainer:
 """
 
 
-def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False, compiles=False) -> dict:
-  """The JSON of ``experiments/<script>`` run with ``args``. ``compiles``: the test counts the
-  script's XLA compilations, so none is read from the suite's compilation cache."""
+def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False) -> dict:
+  """The JSON of ``experiments/<script>`` run with ``args``, with the suite's compilation cache:
+  the scripts' compile counter (``bench_common.CompileCounter``) counts a program read back from
+  it as one compilation too (jax fires its backend-compile event around the cache lookup)."""
   out = tmp_path / "out.json"
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
-  if compiles:
-    env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
   if stand_in_trl:
     (tmp_path / "trl").mkdir()
     (tmp_path / "trl" / "__init__.py").write_text(STAND_IN_TRL)
@@ -82,7 +81,6 @@ def test_bench_step_reports_breakdown_bound_and_no_recompiles(tmp_path):
      "--trl_steps", "2", "--trl_micro_batch_sizes", "0", "--micro_batch_size", "4", "--bound"],
     tmp_path,
     stand_in_trl=True,
-    compiles=True,
   )  # fmt: skip
   (row,) = res["step"]
   # Our first (compiling) step, one after each of the 2 TRL steps: 3 steps in all.
@@ -111,7 +109,6 @@ def test_bench_step_interleaves_with_trl_on_two_devices(tmp_path):
      "--cpu_devices", "2"],
     tmp_path,
     stand_in_trl=True,
-    compiles=True,
   )  # fmt: skip
   assert res["machine"]["devices"] == 2
   (row,) = res["step"]
@@ -200,7 +197,6 @@ def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
      "--buckets", "4", "--micro_batch_size", "4", "--reps", "2", "--warmstart_steps", "0,1",
      "--pack_widths", "0,256"],
     tmp_path,
-    compiles=True,
   )  # fmt: skip
   rows = res["update_width"]
   assert [r["warmstart_steps"] for r in rows] == [0, 1]
@@ -313,7 +309,6 @@ def test_bench_step_real_model_with_kl(tmp_path, two_layer_dir):
      "--micro_batch_size", "2", "--kl_coef", "0.04"],
     tmp_path,
     stand_in_trl=True,
-    compiles=True,
   )  # fmt: skip
   (row,) = res["step"]
   assert row["compiles_by_step"][0] > 0 and row["compiles_by_step"][1:] == [0]
