@@ -50,10 +50,11 @@ class GRPOTrainer:
 """
 
 
-def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False) -> dict:
+def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False, optimize=False) -> dict:
   """The JSON of ``experiments/<script>`` run with ``args``, with the suite's compilation cache:
   the scripts' compile counter (``bench_common.CompileCounter``) counts a program read back from
-  it as one compilation too (jax fires its backend-compile event around the cache lookup)."""
+  it as one compilation too (jax fires its backend-compile event around the cache lookup).
+  ``optimize``: with XLA's optimisation passes (``xla_env.flags``)."""
   out = tmp_path / "out.json"
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
   if stand_in_trl:
@@ -61,7 +62,7 @@ def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False) -> dic
     (tmp_path / "trl" / "__init__.py").write_text(STAND_IN_TRL)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
   # Without the tests' 8 simulated devices: the scripts run as typed on one.
-  env["XLA_FLAGS"] = xla_env.flags()
+  env["XLA_FLAGS"] = xla_env.flags(optimize=optimize)
   proc = subprocess.run(
     [sys.executable, str(ROOT / "experiments" / script), *args, "--json", str(out)],
     cwd=ROOT,
@@ -351,7 +352,8 @@ def test_bench_step_beside_tunix_shipped_and_patched(tmp_path, two_layer_dir):
 def test_bench_overlap_runs_both_modes_on_the_real_model_cut(tmp_path, smollm2_2layer_dir):
   small = ["sampling.prompts_per_step=2", "sampling.group_size=4", "sampling.max_new_tokens=8"]
   args = ["--model", str(smollm2_2layer_dir), "--devices", "2", "--steps", "3", "--overrides"]
-  out = run_bench("bench_overlap.py", args + small + ["loss.micro_batch_size=0"], tmp_path)
+  over = args + small + ["loss.micro_batch_size=0"]
+  out = run_bench("bench_overlap.py", over, tmp_path, optimize=True)
   on, off = out["rows"]
   assert (on["rollout.off_policy_steps"], off["rollout.off_policy_steps"]) == (0, 1)
   assert on["rollout/staleness"] == 0 and off["rollout/staleness"] == 1  # the steady steps
