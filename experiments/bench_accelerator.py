@@ -41,6 +41,7 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.90")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
@@ -299,30 +300,25 @@ def main():
       store = Params()  # the update's state needs the memory
       gc.collect()
       u = s["update"]
-      what, cfg = f"update {u['model']}", MODELS[u["model"]]
+      cfg = MODELS[u["model"]]
       N, L = u["prompts"] * u["group"], u["prompt_len"] + u["new_tokens"]
       need = update_bytes(cfg, N, L, u["new_tokens"], s["vocab_chunk"])
-      if budget.allows(what, 2 * compile_s + 20) and fits(
-        budget, what, need, res["device"]["bytes_limit"]
-      ):
+      sections = (
+        ("update", functools.partial(update_run, u, s["vocab_chunk"], rate), 2 * compile_s + 20),
+        ("pack", functools.partial(pack_run, u, s["vocab_chunk"]), 4 * compile_s + 40),
+      )
+      for section, run, guess in sections:
+        what = f"{section} {u['model']}"
+        if not budget.allows(what, guess) or not fits(
+          budget, what, need, res["device"]["bytes_limit"]
+        ):
+          continue
         try:
-          row = update_run(u, s["vocab_chunk"], rate)
+          row = run()
         except Exception as e:  # noqa: BLE001
           row = {"model": u["model"], "rows": N, "L": L, "error": error_text(e)}
         gc.collect()
-        res["update"].append(row)
-        print(json.dumps(row), flush=True)
-        write(args.json, res)
-      what = f"pack {u['model']}"
-      if budget.allows(what, 4 * compile_s + 40) and fits(
-        budget, what, need, res["device"]["bytes_limit"]
-      ):
-        try:
-          row = pack_run(u, s["vocab_chunk"])
-        except Exception as e:  # noqa: BLE001
-          row = {"model": u["model"], "rows": N, "L": L, "error": error_text(e)}
-        gc.collect()
-        res["pack"].append(row)
+        res[section].append(row)
         print(json.dumps(row), flush=True)
         write(args.json, res)
   res["goals"] = goals(res)
