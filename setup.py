@@ -57,7 +57,7 @@ setup(
         "bench": ["trl", "torch==2.13.0"],
         # Google Tunix's GRPO learner beside ours (experiments/bench_step.py --peer tunix). It
         # leaves jax, flax and optax as they are but caps safetensors below 0.8, so transformers
-        # resolves to 5.12.1 (5.13 on need safetensors 0.8): not in one environment with the
+        # resolves to 5.12.1 (5.13 and later need safetensors 0.8): not in one environment with the
         # vllm extra (transformers >= 5.16.1). Added to an environment that had a newer
         # transformers, `pip uninstall -y kernels` (transformers 5.12 fails on kernels 0.19).
         "tunix": ["google-tunix==0.1.7"],
