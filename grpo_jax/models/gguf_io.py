@@ -153,16 +153,16 @@ class GGUFTensors:
     return np.array(self.last[1][index])
 
 
-def load_gguf_tokenizer(path: str | pathlib.Path):
+def load_gguf_tokenizer(path: str | pathlib.Path, reader=None):
   """transformers' tokenizer of a ``.gguf`` file (vocabulary, merges, chat template), with the
   file's own special tokens: transformers 5.12 reads SmolLM2's eos as its bos
-  (``<|im_start|>``) and drops its pad."""
+  (``<|im_start|>``) and drops its pad. ``reader``: the file's ``GGUFReader``, if open."""
   from gguf import GGUFReader
   from transformers import AutoTokenizer
 
   path = pathlib.Path(path)
   tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-  for name, token_id in special_ids(GGUFReader(str(path))).items():
+  for name, token_id in special_ids(reader or GGUFReader(str(path))).items():
     setattr(tok, f"{name}_token", tok.convert_ids_to_tokens(token_id))
   return tok
 
@@ -194,5 +194,5 @@ def load_gguf(
   cfg = hf_config.from_hf_config(hf, dtype, param_dtype)
   source = GGUFTensors(reader, hf, unpermute)
   graphdef, params = load_params(cfg, source, str(path), mesh, shardings)
-  tok = load_gguf_tokenizer(path) if tokenizer else None
+  tok = load_gguf_tokenizer(path, reader) if tokenizer else None
   return HFModel(graphdef, params, cfg, tok, hf)
