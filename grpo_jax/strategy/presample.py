@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
-import datasets
 import jax
 import numpy as np
 from etils import epath
@@ -27,6 +27,9 @@ from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
 from grpo_jax.strategy.previews import Previews, PreviewSpec, draw_previews, make_context
+
+if TYPE_CHECKING:
+  import datasets
 
 DONE = "done"  # marker file of a complete part
 COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")
@@ -113,6 +116,8 @@ def write_presample(
     log(f"presample: resuming at chunk {sum(done)}/{num_chunks} in {path}")
   key = presample_key(seed)
   p0, p1 = distributed.problem_share(policy.mesh, chunk, spec.num_previews)
+  import datasets  # noqa: PLC0415 (0.5 s of pandas and pyarrow, only where a presample is written)
+
   was_enabled = datasets.is_progress_bar_enabled()
   datasets.disable_progress_bars()  # one bar over chunks, not one per saved part
   try:
@@ -202,6 +207,8 @@ def load_presample(path, spec: PreviewSpec, num_prompts: int) -> PresampledPrevi
       "`python experiments/launch.py --config ... --mode=presample` first"
     )
   try:
+    import datasets  # noqa: PLC0415 (as in write_presample)
+
     meta = json.loads((path / names.PRESAMPLE_META).read_text())
     dataset = datasets.load_from_disk(str(path / "data"))
   except (OSError, ValueError, FileNotFoundError) as e:

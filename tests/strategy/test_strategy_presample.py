@@ -211,3 +211,17 @@ def test_presample_budget_covers_what_dynamic_sampling_draws(
 
   _, consumed = ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg, 8)
   assert max(read) + 1 == consumed == want
+
+
+def test_the_launcher_imports_datasets_only_to_read_or_write_a_presample():
+  """``datasets`` (0.5 s of pandas and pyarrow) is imported where a presample is written or
+  read, not by every launcher process: the launcher and the loop leave it unimported."""
+  import subprocess
+  import sys
+
+  code = (
+    "import sys\nimport grpo_jax.runs.launcher, grpo_jax.train.loop\n"
+    "print(sorted(m for m in ('datasets', 'pandas') if m in sys.modules))"
+  )
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  assert out.stdout.split() == ["[]"], out.stdout
