@@ -22,13 +22,17 @@ float32``); nothing is downloaded. In one process, in this order:
 * ``pack`` (``accel_update.pack_run``): the same update on completions of mixed lengths (T/8 …
   T, the longest T), padded and packed (``loss.pack``), alternating: the padding-free update's
   speed-up where rows are about two thirds real tokens.
+* ``overlap`` (``accel_overlap.py``): the RL loop at the 0.6B shape (B 8 × G 8, 256 new tokens),
+  on-policy and one step off-policy (``rollout.off_policy_steps = 1``: the next batch sampled
+  in a host thread while the update runs on the same device): median step, rollout, rollout
+  wait and update times, and the speed-up.
 
 Every configuration is estimated first and skipped with its reason when it would not fit the
 device's memory or the time left of ``--budget_s``; a failure (compile, out of memory) is
 reported in its row and the script goes on. Results go to stdout (Markdown) and ``--json``,
 which is rewritten after every section, so a run cut short still leaves what it measured.
 
-  python experiments/bench_accelerator.py --json $OUT/accel.json   # one GPU, under 8 minutes
+  python experiments/bench_accelerator.py --json $OUT/accel.json   # one GPU, under 9 minutes
   python experiments/bench_accelerator.py --toy                    # CPU, toy shapes, seconds
 """
 
@@ -61,11 +65,14 @@ from accel_common import (  # noqa: E402
   matmul_tflops,
 )
 from accel_generate import hf_device, run_hf  # noqa: E402
+from accel_overlap import overlap_run, state_bytes  # noqa: E402
 from accel_update import pack_run, update_bytes, update_run  # noqa: E402
 
 from grpo_jax import models, sampling  # noqa: E402
 from grpo_jax.sampling.steps import FIRST_BUCKET, cache_buckets  # noqa: E402
 
+# The overlap section's prompt width, for its memory estimate (the countdown task's prompts).
+OVERLAP_PROMPT_SLOTS = 64
 # Each mode's shapes. Decode configs run batch-major (every model at the first batch size,
 # then the next), the update after the first batch size: the goals' configs come first.
 SETTINGS = {
@@ -79,8 +86,9 @@ SETTINGS = {
     update=dict(
       model="qwen3-1.7b", prompts=8, group=8, prompt_len=256, new_tokens=768, micro=0, steps=3
     ),
+    overlap=dict(model="qwen3-0.6b", prompts=8, group=8, new_tokens=256, steps=4),
     vocab_chunk=16_384,
-    budget_s=420.0,
+    budget_s=540.0,
     hf_budget_s=110.0,
     compile_guess_s=45.0,
   ),
@@ -92,6 +100,7 @@ SETTINGS = {
     copy_mib=16,
     matmul_sizes=(128, 256),
     update=dict(model="toy-a", prompts=2, group=4, prompt_len=8, new_tokens=24, micro=0, steps=2),
+    overlap=dict(model="toy-a", prompts=2, group=4, new_tokens=8, steps=3),
     vocab_chunk=128,
     budget_s=120.0,
     hf_budget_s=60.0,
@@ -181,6 +190,10 @@ PACK_COLS = [
   "model", "rows", "L", "packed_rows", "padded_fill", "packed_fill", "padded_s", "packed_s",
   "speedup", "error",
 ]  # fmt: skip
+OVERLAP_COLS = [
+  "model", "off_policy_steps", "time/step_s", "time/rollout_s", "time/rollout_wait_s",
+  "time/update_s", "rollout/staleness", "speedup", "error",
+]  # fmt: skip
 UPDATE_COLS = [
   "model", "rows", "L", "micro", "rows_per_prompt", "compile_s", "step_s", "model_tflops_s",
   "mfu_pct", "hfu_pct", "error",
@@ -205,6 +218,9 @@ def report(res: dict) -> str:
   if res["pack"]:
     lines += ["", "### Update, mixed lengths: padded and packed (loss.pack)", ""]
     lines.append(bc.fmt_table(res["pack"], PACK_COLS))
+  if res["overlap"]:
+    lines += ["", "### RL loop: on-policy and one step off-policy (overlap)", ""]
+    lines.append(bc.fmt_table(res["overlap"], OVERLAP_COLS))
   if res["goals"]:
     lines += ["", "### Goals", "", bc.fmt_table(res["goals"], ["goal", "measured", "met"])]
   if res["skipped"]:
@@ -250,7 +266,8 @@ def main():
     ap.error(f"models must be among {sorted(MODELS)} (got {unknown}) and --new_tokens >= 2")
   budget = Budget(args.budget_s or s["budget_s"])
   P, T = s["prompt"], s["new_tokens"]
-  res = {"settings": s, "decode": [], "generate": [], "update": [], "pack": [], "goals": []}
+  res = {"settings": s, "decode": [], "generate": [], "update": [], "pack": [], "overlap": []}
+  res["goals"] = []
   res["skipped"] = budget.skipped
 
   # transformers first, in its own process, before JAX holds the device's memory.
@@ -320,6 +337,20 @@ def main():
         gc.collect()
         res[section].append(row)
         print(json.dumps(row), flush=True)
+        write(args.json, res)
+      o = s["overlap"]
+      what, ocfg = f"overlap {o['model']}", MODELS[o["model"]]
+      N, L = o["prompts"] * o["group"], OVERLAP_PROMPT_SLOTS + o["new_tokens"]
+      need = update_bytes(ocfg, N, L, o["new_tokens"], s["vocab_chunk"]) + state_bytes(o)
+      guess = 2 * (2 * compile_s + o["steps"] * 6)  # each mode compiles its sampler and update
+      if budget.allows(what, guess) and fits(budget, what, need, res["device"]["bytes_limit"]):
+        try:
+          rows = overlap_run(o, s["vocab_chunk"])
+        except Exception as e:  # noqa: BLE001
+          rows = [{"model": o["model"], "error": error_text(e)}]
+        gc.collect()
+        res["overlap"] = rows
+        print(json.dumps(rows), flush=True)
         write(args.json, res)
   res["goals"] = goals(res)
   res["elapsed_s"] = budget.seconds - budget.left()

@@ -29,15 +29,24 @@ KEYS = ("time/step_s", "time/rollout_s", "time/rollout_wait_s", "time/update_s")
 STALENESS = "rollout/staleness"
 
 
-def run(mode: int, steps: int, hf_path: str, overrides: list[str], workdir: str) -> dict:
+def smollm2(hf_path: str) -> tuple[str, list[str]]:
+  """The config and overrides of the real-model run: the warm start and the band off."""
+  config = str(ROOT / f"configs/smollm2_arithmetic.py:hf_path={hf_path},warmstart=0")
+  return config, ["data.pass_rate_band=()"]
+
+
+def run(mode: int, steps: int, config: str, overrides: list[str], workdir: str) -> dict:
+  """``steps`` RL steps of ``config`` (with ``overrides``) at ``rollout.off_policy_steps =
+  mode``, evaluation off; the medians of ``KEYS`` over the steps after the first two and the
+  mean staleness."""
   from grpo_jax.config import files as config_file
   from grpo_jax.rundir import read
   from grpo_jax.train import loop
 
   cfg = config_file.load(
-    str(ROOT / f"configs/smollm2_arithmetic.py:hf_path={hf_path},steps={steps},warmstart=0"),
+    config,
     [
-      "data.pass_rate_band=()",
+      f"steps={steps}",
       "eval.before=false",
       "eval.after=false",
       "logging.plot=false",
@@ -65,11 +74,11 @@ def main(argv=None) -> int:
   if args.steps < 3:
     p.error("--steps must be at least 3 (the first two steps compile)")
   bc.set_cpu_devices(args.devices)
-  hf_path = bc.model_dir(args.model)
+  config, overrides = smollm2(bc.model_dir(args.model))
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
     for mode in (0, 1):
-      times = run(mode, args.steps, hf_path, args.overrides, f"{tmp}/off{mode}")
+      times = run(mode, args.steps, config, overrides + args.overrides, f"{tmp}/off{mode}")
       rows.append({"rollout.off_policy_steps": mode, **times})
       print(f"off_policy_steps={mode}: {times}", flush=True)
   ratio = rows[0]["time/step_s"] / rows[1]["time/step_s"]

@@ -221,7 +221,8 @@ def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
 
 def test_bench_accelerator_toy_reports_every_section(tmp_path):
   """The accelerator script at toy shapes on the CPU: ceilings, decode rows against their
-  roofline and transformers (forced onto the CPU), the update's MFU, the goals."""
+  roofline and transformers (forced onto the CPU), the update's MFU, padded against packed,
+  the RL loop on-policy against overlap, the goals."""
   res = run_bench(
     "bench_accelerator.py",
     ["--toy", "--hf", "cpu", "--models", "toy-a", "--batches", "2,4", "--reps", "1"],
@@ -258,6 +259,14 @@ def test_bench_accelerator_toy_reports_every_section(tmp_path):
   assert (8 + 3) / 32 < pack["padded_fill"] <= 1 - 21 / 256
   assert pack["packed_fill"] > pack["padded_fill"] and pack["packed_rows"] < 8
   assert pack["speedup"] == pytest.approx(pack["padded_s"] / pack["packed_s"])
+  # The RL loop at the toy shape, on-policy then one step off-policy: staleness 0 then 1, and
+  # on-policy the step waits for the whole rollout.
+  on, off = res["overlap"]
+  assert [(r["model"], r["off_policy_steps"]) for r in (on, off)] == [("toy-a", 0), ("toy-a", 1)]
+  assert (on["rollout/staleness"], off["rollout/staleness"]) == (0, 1)
+  assert on["time/rollout_wait_s"] == on["time/rollout_s"] > 0
+  assert all(r[k] > 0 for r in (on, off) for k in ("time/step_s", "time/update_s"))
+  assert off["speedup"] == pytest.approx(on["time/step_s"] / off["time/step_s"])
 
 
 def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
@@ -266,9 +275,10 @@ def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
     ["--toy", "--hf", "off", "--models", "toy-a", "--batches", "2,4", "--budget_s", "0.5"],
     tmp_path,
   )
-  assert res["decode"] == [] and res["update"] == []
+  assert res["decode"] == res["update"] == res["pack"] == res["overlap"] == []
   skipped = [s["what"] for s in res["skipped"]]
-  want = ["generate", "decode toy-a B=2", "update toy-a", "pack toy-a", "decode toy-a B=4"]
+  want = ["generate", "decode toy-a B=2", "update toy-a", "pack toy-a", "overlap toy-a"]
+  want += ["decode toy-a B=4"]
   assert skipped == want
   assert all(s["reason"].startswith("time") for s in res["skipped"][1:])
 
