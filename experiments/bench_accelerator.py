@@ -65,14 +65,12 @@ from accel_common import (  # noqa: E402
   matmul_tflops,
 )
 from accel_generate import hf_device, run_hf  # noqa: E402
-from accel_overlap import overlap_run, state_bytes  # noqa: E402
+from accel_overlap import overlap_run  # noqa: E402
 from accel_update import pack_run, update_bytes, update_run  # noqa: E402
 
 from grpo_jax import models, sampling  # noqa: E402
 from grpo_jax.sampling.steps import FIRST_BUCKET, cache_buckets  # noqa: E402
 
-# The overlap section's prompt width, for its memory estimate (the countdown task's prompts).
-OVERLAP_PROMPT_SLOTS = 64
 # Each mode's shapes. Decode configs run batch-major (every model at the first batch size,
 # then the next), the update after the first batch size: the goals' configs come first.
 SETTINGS = {
@@ -86,7 +84,8 @@ SETTINGS = {
     update=dict(
       model="qwen3-1.7b", prompts=8, group=8, prompt_len=256, new_tokens=768, micro=0, steps=3
     ),
-    overlap=dict(model="qwen3-0.6b", prompts=8, group=8, new_tokens=256, steps=4),
+    # prompt_len: a bound on the task's prompt width (countdown's are 9 tokens), for memory.
+    overlap=dict(model="qwen3-0.6b", prompts=8, group=8, prompt_len=64, new_tokens=256, steps=4),
     vocab_chunk=16_384,
     budget_s=540.0,
     hf_budget_s=110.0,
@@ -100,7 +99,7 @@ SETTINGS = {
     copy_mib=16,
     matmul_sizes=(128, 256),
     update=dict(model="toy-a", prompts=2, group=4, prompt_len=8, new_tokens=24, micro=0, steps=2),
-    overlap=dict(model="toy-a", prompts=2, group=4, new_tokens=8, steps=3),
+    overlap=dict(model="toy-a", prompts=2, group=4, prompt_len=64, new_tokens=8, steps=3),
     vocab_chunk=128,
     budget_s=120.0,
     hf_budget_s=60.0,
@@ -316,41 +315,29 @@ def main():
     if i == 0 and not args.no_update:
       store = Params()  # the update's state needs the memory
       gc.collect()
-      u = s["update"]
-      cfg = MODELS[u["model"]]
-      N, L = u["prompts"] * u["group"], u["prompt_len"] + u["new_tokens"]
-      need = update_bytes(cfg, N, L, u["new_tokens"], s["vocab_chunk"])
+      u, o, chunk = s["update"], s["overlap"], s["vocab_chunk"]
+      # (section, its settings, seconds guessed, run): the overlap's two runs each compile a
+      # sampler and an update.
       sections = (
-        ("update", functools.partial(update_run, u, s["vocab_chunk"], rate), 2 * compile_s + 20),
-        ("pack", functools.partial(pack_run, u, s["vocab_chunk"]), 4 * compile_s + 40),
+        ("update", u, 2 * compile_s + 20, functools.partial(update_run, u, chunk, rate)),
+        ("pack", u, 4 * compile_s + 40, functools.partial(pack_run, u, chunk)),
+        ("overlap", o, 4 * compile_s + 12 * o["steps"], functools.partial(overlap_run, o, chunk)),
       )
-      for section, run, guess in sections:
-        what = f"{section} {u['model']}"
+      for section, x, guess, run in sections:
+        what = f"{section} {x['model']}"
+        N, L = x["prompts"] * x["group"], x["prompt_len"] + x["new_tokens"]
+        need = update_bytes(MODELS[x["model"]], N, L, x["new_tokens"], chunk)
         if not budget.allows(what, guess) or not fits(
           budget, what, need, res["device"]["bytes_limit"]
         ):
           continue
         try:
-          row = run()
+          out = run()  # a row, or the overlap's row per mode
         except Exception as e:  # noqa: BLE001
-          row = {"model": u["model"], "rows": N, "L": L, "error": error_text(e)}
+          out = {"model": x["model"], "rows": N, "L": L, "error": error_text(e)}
         gc.collect()
-        res[section].append(row)
-        print(json.dumps(row), flush=True)
-        write(args.json, res)
-      o = s["overlap"]
-      what, ocfg = f"overlap {o['model']}", MODELS[o["model"]]
-      N, L = o["prompts"] * o["group"], OVERLAP_PROMPT_SLOTS + o["new_tokens"]
-      need = update_bytes(ocfg, N, L, o["new_tokens"], s["vocab_chunk"]) + state_bytes(o)
-      guess = 2 * (2 * compile_s + o["steps"] * 6)  # each mode compiles its sampler and update
-      if budget.allows(what, guess) and fits(budget, what, need, res["device"]["bytes_limit"]):
-        try:
-          rows = overlap_run(o, s["vocab_chunk"])
-        except Exception as e:  # noqa: BLE001
-          rows = [{"model": o["model"], "error": error_text(e)}]
-        gc.collect()
-        res["overlap"] = rows
-        print(json.dumps(rows), flush=True)
+        res[section] += out if isinstance(out, list) else [out]
+        print(json.dumps(out), flush=True)
         write(args.json, res)
   res["goals"] = goals(res)
   res["elapsed_s"] = budget.seconds - budget.left()
