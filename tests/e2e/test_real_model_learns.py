@@ -45,7 +45,7 @@ def test_rl_raises_the_training_reward_of_the_real_model(smollm2_hf_dir, launche
     env=launcher_env(devices=1, optimize=True),
     capture_output=True,
     text=True,
-    timeout=600,
+    timeout=1800,  # a hang guard: 200 s alone, 290 to 600 s beside the suite's other worker
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   kept = json.loads((workdir / "config.json").read_text())["data_band"]["counts"]["all"]
