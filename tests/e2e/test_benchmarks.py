@@ -54,9 +54,12 @@ def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False, optimi
   """The JSON of ``experiments/<script>`` run with ``args``, with the suite's compilation cache:
   the scripts' compile counter (``bench_common.CompileCounter``) counts a program read back from
   it as one compilation too (jax fires its backend-compile event around the cache lookup).
-  ``optimize``: with XLA's optimisation passes (``xla_env.flags``)."""
-  out = tmp_path / "out.json"
+  ``optimize``: with XLA's optimisation passes (``xla_env.flags``). A script leaves none of its
+  scratch directories in its temporary directory."""
+  out, tmp = tmp_path / "out.json", tmp_path / "tmp"
+  tmp.mkdir()
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
+  env["TMPDIR"] = str(tmp)  # the scripts' scratch directories, removed when they end
   if stand_in_trl:
     (tmp_path / "trl").mkdir()
     (tmp_path / "trl" / "__init__.py").write_text(STAND_IN_TRL)
@@ -72,6 +75,9 @@ def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False, optimi
     timeout=600,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
+  # torch's compile cache (torchinductor_$USER, made when transformers imports torch) stays.
+  left = [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_")]
+  assert not left, left
   return json.loads(out.read_text())
 
 
