@@ -36,9 +36,30 @@ if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
 import functools  # noqa: E402
 import pathlib  # noqa: E402
 
+import machine_speed  # noqa: E402
 import pytest  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+_AT_START = pytest.StashKey[tuple]()
+
+
+def pytest_sessionstart(session):
+  if not os.environ.get("PYTEST_XDIST_WORKER"):
+    session.config.stash[_AT_START] = (machine_speed.matmul_gflops(), machine_speed.cpu_times())
+
+
+def pytest_terminal_summary(terminalreporter, config):
+  """The machine's speed at the start and at the end, and the share of CPU time the host took,
+  beside the suite's time: a time is read against the speed it ran at."""
+  if _AT_START in config.stash:
+    speed, (steal, total) = config.stash[_AT_START]
+    steal_end, total_end = machine_speed.cpu_times()
+    stolen = (steal_end - steal) / max(total_end - total, 1)
+    end = machine_speed.matmul_gflops()
+    terminalreporter.write_line(
+      f"machine speed (numpy float32 1024² matmul, {os.cpu_count()} cores): {speed:.0f} GFLOP/s "
+      f"at the start, {end:.0f} at the end; CPU time stolen by the host: {stolen:.1%}"
+    )
 
 
 def pytest_collection_modifyitems(items):
