@@ -45,21 +45,26 @@ _AT_START = pytest.StashKey[tuple]()
 
 def pytest_sessionstart(session):
   if not os.environ.get("PYTEST_XDIST_WORKER"):
-    session.config.stash[_AT_START] = (machine_speed.matmul_gflops(), machine_speed.cpu_times())
+    session.config.stash[_AT_START] = (_speeds(), machine_speed.cpu_times())
+
+
+def _speeds() -> str:
+  return (
+    f"numpy float32 1024² matmul {machine_speed.matmul_gflops():.0f} GFLOP/s ({os.cpu_count()} "
+    f"cores), Python {machine_speed.python_rate():.0f} M loop iterations/s (one core)"
+  )
 
 
 def pytest_terminal_summary(terminalreporter, config):
   """The machine's speed at the start and at the end, and the share of CPU time the host took,
   beside the suite's time: a time is read against the speed it ran at."""
   if _AT_START in config.stash:
-    speed, (steal, total) = config.stash[_AT_START]
+    speeds, (steal, total) = config.stash[_AT_START]
     steal_end, total_end = machine_speed.cpu_times()
     stolen = (steal_end - steal) / max(total_end - total, 1)
-    end = machine_speed.matmul_gflops()
-    terminalreporter.write_line(
-      f"machine speed (numpy float32 1024² matmul, {os.cpu_count()} cores): {speed:.0f} GFLOP/s "
-      f"at the start, {end:.0f} at the end; CPU time stolen by the host: {stolen:.1%}"
-    )
+    terminalreporter.write_line(f"machine speed at the start: {speeds}")
+    terminalreporter.write_line(f"machine speed at the end: {_speeds()}")
+    terminalreporter.write_line(f"CPU time the host took (steal) during the run: {stolen:.1%}")
 
 
 def pytest_collection_modifyitems(items):

@@ -20,6 +20,20 @@ def matmul_gflops(n: int = 1024, repeats: int = 7) -> float:
   return 2 * n**3 / best / 1e9
 
 
+def python_rate(n: int = 1_000_000, repeats: int = 3) -> float:
+  """Millions of pure-Python loop iterations a second, the fastest of ``repeats`` loops of ``n``
+  (one core): the speed of tracing, dispatch and the other single-threaded work, which a slow
+  host can slow more than the matmul."""
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    total = 0
+    for i in range(n):
+      total += i
+    best = min(best, time.perf_counter() - start)
+  return n / best / 1e6
+
+
 def cpu_times(stat: str | None = None) -> tuple[int, int]:
   """(steal, total) clock ticks since boot from the ``cpu`` line of ``/proc/stat`` (or the text
   ``stat``); (0, 0) where there is none. Steal is the time a virtual machine's CPUs were ready

@@ -1,6 +1,9 @@
 """The machine-speed line the suite prints beside its time (``machine_speed.py``)."""
 
+import pathlib
+
 import machine_speed
+import pytest
 
 
 def test_cpu_times_reads_steal_and_the_total_of_the_cpu_line():
@@ -18,6 +21,13 @@ def test_the_speed_is_the_fastest_matmul_s_rate(monkeypatch):
   assert machine_speed.matmul_gflops(64, repeats=3) == 2 * 64**3 / 0.25 / 1e9
 
 
+def test_the_python_rate_is_iterations_over_the_fastest_loop(monkeypatch):
+  clock = iter([0.0, 0.2, 1.0, 1.1])  # loops of 0.2 s and 0.1 s
+  monkeypatch.setattr(machine_speed.time, "perf_counter", lambda: next(clock))
+  assert machine_speed.python_rate(1000, repeats=2) == pytest.approx(1000 / 0.1 / 1e6)
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/stat").exists(), reason="no /proc/stat (not Linux)")
 def test_the_live_counters_advance():
   steal, total = machine_speed.cpu_times()
   assert machine_speed.matmul_gflops(256, 3) > 0
