@@ -265,9 +265,8 @@ def main():
     ap.error(f"models must be among {sorted(MODELS)} (got {unknown}) and --new_tokens >= 2")
   budget = Budget(args.budget_s or s["budget_s"])
   P, T = s["prompt"], s["new_tokens"]
-  res = {"settings": s, "decode": [], "generate": [], "update": [], "pack": [], "overlap": []}
-  res["goals"] = []
-  res["skipped"] = budget.skipped
+  tables = ("decode", "generate", "update", "pack", "overlap", "goals")
+  res = {"settings": s, **{k: [] for k in tables}, "skipped": budget.skipped}
 
   # transformers first, in its own process, before JAX holds the device's memory.
   device = hf_device(args.hf)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import tempfile
 import time
 
@@ -163,8 +162,8 @@ class OursSteps:
     self.task = BenchTask(hf.tokenizer, prompts)
     self.settings = SampleSettings(max_new_tokens=T)
     self.rollout = OneStageRollout(cfg, self.task)
-    self.ckpt_dir = tempfile.mkdtemp(prefix="bench_ckpt_")
-    self.ckpt = Checkpointer(self.ckpt_dir, every=1, keep=1)
+    self.ckpt_dir = tempfile.TemporaryDirectory(prefix="bench_ckpt_")
+    self.ckpt = Checkpointer(self.ckpt_dir.name, every=1, keep=1)
     self.per_step = []
 
   def __call__(self) -> dict:
@@ -214,7 +213,7 @@ class OursSteps:
 
   def close(self):
     self.ckpt.close()
-    shutil.rmtree(self.ckpt_dir, ignore_errors=True)
+    self.ckpt_dir.cleanup()
 
   def summary(self, ceiling: float) -> dict:
     warm = self.per_step[1:] or self.per_step
@@ -285,9 +284,9 @@ def trl(
         ours_after.append(between()["total_s"])
 
   rows_per_pass = micro or B * G
-  out_dir = tempfile.mkdtemp(prefix="bench_trl_")  # save_strategy "no": removed after training
+  out_dir = tempfile.TemporaryDirectory(prefix="bench_trl_")  # save_strategy "no": nothing kept
   args = GRPOConfig(
-    output_dir=out_dir,
+    output_dir=out_dir.name,
     per_device_train_batch_size=rows_per_pass,
     gradient_accumulation_steps=B * G // rows_per_pass,
     num_generations=G,
@@ -316,10 +315,8 @@ def trl(
     processing_class=tok,
     callbacks=[Timer()],
   )
-  try:
+  with out_dir:
     trainer.train()
-  finally:
-    shutil.rmtree(out_dir, ignore_errors=True)
   print(json.dumps({"model": name, "trl_micro": micro, "trl_step_s": times}), flush=True)
   assert len(times) == steps, (len(times), steps)
   # No compilation on the torch side: every step counts, the least disturbed one wins.
