@@ -25,9 +25,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from transformers import PreTrainedTokenizerFast
 
-from grpo_jax.data.tokenizer import build_tokenizer
+from grpo_jax.data.tokenizer import CharTokenizer
 from grpo_jax.rewards import countdown as grammar
 
 _MASK64 = (1 << 64) - 1
@@ -78,7 +77,7 @@ class CountdownTask:
       raise ValueError("need num_numbers >= 2, max_number >= 1, max_target >= 0, eval_size >= 0")
     self.num_numbers, self.max_number, self.max_target = num_numbers, max_number, max_target
     self.eval_size, self.seed = eval_size, seed
-    self.tokenizer: PreTrainedTokenizerFast = build_tokenizer()
+    self.tokenizer = CharTokenizer()
     self.pad_id: int = self.tokenizer.pad_token_id
     self.eos_id: int = self.tokenizer.eos_token_id
     self.stop_ids: tuple[int, ...] = (self.eos_id,)

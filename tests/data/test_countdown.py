@@ -143,7 +143,7 @@ def test_prompts_fixed_length(task):
   assert task.prompt_len == 9
   assert task.prompt_text(Problem((3, 8, 9), 7, 0)) == "07=3,8,9:"
   for p, row in zip(problems[:20], prompts_BxP):
-    assert task.tokenizer(task.prompt_text(p))["input_ids"] == row.tolist()
+    assert task.tokenizer.encode(task.prompt_text(p)) == row.tolist()
   assert not (prompts_BxP == task.pad_id).any()
 
 
