@@ -1,7 +1,8 @@
 """RL makes the real 30-layer SmolLM2-135M-Instruct learn: the training reward rises.
 
 ``configs/smollm2_arithmetic.py`` shrunk to 8 GRPO steps of B 4 × G 8 (lr 3e-5, 32 new
-tokens) on levels 1-2 of the arithmetic set (sums and differences): after the warm start, the
+tokens) on levels 1-2 of the arithmetic set (sums and differences), their prompts (49 to 52
+tokens with the chat template) in 56 slots in place of 80: after the warm start, the
 profile of 12 training problems (8 samples each) and its band (0.1, 0.9) keep the 8 or so that
 the policy half-solves, so each step draws from one small pool and the reward measures learning,
 not which problems a step drew. No held-out evaluation: the test reads the training reward of
@@ -28,6 +29,7 @@ def test_rl_raises_the_training_reward_of_the_real_model(smollm2_hf_dir, launche
   overrides = [
     "--config.sampling.prompts_per_step=4",
     "--config.sampling.max_new_tokens=32",
+    "--config.data.max_prompt_tokens=56",
     "--config.optimizer.learning_rate=3e-5",
     "--config.data.level_weights=(0.3, 0.7, 0.0, 0.0, 0.0)",
     "--config.profile.num_problems=12",
