@@ -14,6 +14,10 @@ setup(
         "orbax-checkpoint>=0.11",
         "ml-collections>=0.1",
         "numpy",
+        # bfloat16 in NumPy (models.safetensors_io). Below 0.7: 0.7.0's import spends 0.5 s of CPU
+        # in NumPy's PyUFunc_AddLoop (comparing each new loop's signature with the ufunc's
+        # loops), in every process that imports jax; 0.6.0's takes 0.05 s (NumPy 2.3).
+        "ml_dtypes>=0.5,<0.7",
         "scipy",  # the study statistics (t intervals, power)
         "transformers>=4.50",
         "tokenizers>=0.20",
