@@ -12,26 +12,30 @@ def matmul_gflops(n: int = 1024, repeats: int = 7) -> float:
   one untimed."""
   a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
   a @ a  # the BLAS threads start
-  best = float("inf")
-  for _ in range(repeats):
-    start = time.perf_counter()
-    a @ a
-    best = min(best, time.perf_counter() - start)
-  return 2 * n**3 / best / 1e9
+  return 2 * n**3 / _fastest(lambda: a @ a, repeats) / 1e9
 
 
 def python_rate(n: int = 1_000_000, repeats: int = 3) -> float:
   """Millions of pure-Python loop iterations a second, the fastest of ``repeats`` loops of ``n``
   (one core): the speed of tracing, dispatch and the other single-threaded work, which a slow
   host can slow more than the matmul."""
-  best = float("inf")
-  for _ in range(repeats):
-    start = time.perf_counter()
+
+  def loop():
     total = 0
     for i in range(n):
       total += i
+
+  return n / _fastest(loop, repeats) / 1e6
+
+
+def _fastest(fn, repeats: int) -> float:
+  """Seconds of the fastest of ``repeats`` calls of ``fn``."""
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    fn()
     best = min(best, time.perf_counter() - start)
-  return n / best / 1e6
+  return best
 
 
 def cpu_times(stat: str | None = None) -> tuple[int, int]:
