@@ -39,6 +39,8 @@ import pathlib  # noqa: E402
 import machine_speed  # noqa: E402
 import pytest  # noqa: E402
 
+pytest_plugins = ("cpu_log",)  # --cpu-log=PATH: each test's CPU time (tests/cpu_log.py)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _AT_START = pytest.StashKey[tuple]()
 
