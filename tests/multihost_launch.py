@@ -4,13 +4,14 @@ run directories hold the same run."""
 
 import json
 import pathlib
-import socket
 import subprocess
 import sys
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+
+from grpo_jax.sharding import ports
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORKER = [
@@ -33,9 +34,9 @@ SAME_RUN_KEYS = ("loss/total", "reward/mean", "grad/norm", "adv/abs_mean")
 
 
 def port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+  """The coordinator's port: free, and below the ephemeral range, where the suite's other
+  processes' connections cannot take it before process 0 binds it."""
+  return ports.coordinator_port()
 
 
 def start_pair(env, workdir, extra, heartbeat=10) -> list[subprocess.Popen]:

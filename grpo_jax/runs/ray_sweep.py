@@ -47,15 +47,14 @@ class MemberProcess:
     self._stopped = False
 
   def address(self) -> tuple[str, int]:
-    """This node's address and a free port on it (the coordinator, when this is process 0)."""
-    import socket
-
+    """This node's address and a free port on it (the coordinator, when this is process 0):
+    below the kernel's ephemeral range, where no other process's connection takes it before
+    process 0 binds it (``sharding.ports.coordinator_port``)."""
     import ray
 
-    host = ray.util.get_node_ip_address()
-    with socket.socket() as s:
-      s.bind((host, 0))
-      return host, s.getsockname()[1]
+    from grpo_jax.sharding import ports
+
+    return ray.util.get_node_ip_address(), ports.coordinator_port()
 
   def run(self, argv: list[str], log_path: str, env: dict, cwd: str) -> int:
     """Runs ``argv`` to its end; returns its exit status (negative: the signal that ended it)."""

@@ -46,6 +46,8 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from grpo_jax.sharding import ports
+
 ENV_ADDRESS, ENV_NUM, ENV_ID = "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"
 
 
@@ -63,7 +65,8 @@ def initialize(
   ``JAX_PROCESS_ID``). ``auto``: ``jax.distributed.initialize()`` with no cluster arguments, so
   JAX detects the cluster (TPU pods, SLURM, Open MPI); giving an address, a process count or a
   process id with it is an error. With neither, nothing happens (an ordinary one-process run).
-  On CPU the cross-process collectives use gloo.
+  On CPU the cross-process collectives use gloo. Process 0 first checks that the coordinator's
+  port is free on this host (``ports.is_free``): jax would crash on a taken one.
   """
   if auto and (coordinator_address or num_processes or process_id >= 0):
     raise ValueError(
@@ -87,6 +90,11 @@ def initialize(
         f"--num_processes/--process_id or {ENV_NUM}/{ENV_ID}"
       )
     kwargs.update(coordinator_address=address, num_processes=num, process_id=pid)
+    if pid == 0 and not ports.is_free(ports.port_of(address)):  # jax would crash (ports.py)
+      raise RuntimeError(
+        f"the coordinator's port {ports.port_of(address)} is taken on this host (process 0 "
+        f"serves {address} on every address); give --coordinator_address another port"
+      )
   jax.distributed.initialize(**kwargs)
   return jax.process_count() > 1
 
