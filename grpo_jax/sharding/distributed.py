@@ -90,10 +90,11 @@ def initialize(
         f"--num_processes/--process_id or {ENV_NUM}/{ENV_ID}"
       )
     kwargs.update(coordinator_address=address, num_processes=num, process_id=pid)
-    if pid == 0 and not ports.is_free(ports.port_of(address)):  # jax would crash (ports.py)
+    port = ports.port_of(address)
+    if pid == 0 and not ports.is_free(port):  # jax would crash on it (ports.py)
       raise RuntimeError(
-        f"the coordinator's port {ports.port_of(address)} is taken on this host (process 0 "
-        f"serves {address} on every address); give --coordinator_address another port"
+        f"the coordinator's port {port} is taken on this host (process 0 serves {address} on "
+        "every address); give --coordinator_address another port"
       )
   jax.distributed.initialize(**kwargs)
   return jax.process_count() > 1

@@ -61,16 +61,16 @@ def is_free(port: int) -> bool:
   return True
 
 
-def coordinator_port(rng: random.Random | None = None, tries: int = 200, ranges=None) -> int:
+def coordinator_port(rng: random.Random | None = None, tries: int = 200, ephemeral=None) -> int:
   """A port free on every address of this host, drawn below the kernel's ephemeral range.
 
   A port from ``bind(port=0)`` lies in that range, where every process on the host takes the
   local ports of its outgoing connections and of its own ``bind(port=0)`` listeners (gloo's, for
   one): any of them can take it between this check and process 0's bind. Below the range only
-  a listener started on that very port can. ``ranges``: the ephemeral range (default: the
+  a listener started on that very port can. ``ephemeral``: the ephemeral range (default: the
   kernel's); where it starts too low to leave room, any port from 1024 up is drawn.
   """
-  low, _ = ranges or ephemeral_range()
+  low, _ = ephemeral or ephemeral_range()
   first, end = (LOWEST, low) if low - LOWEST >= 1000 else (1024, 65536)
   rng = rng or random.Random()
   for _ in range(tries):

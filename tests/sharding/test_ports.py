@@ -40,10 +40,10 @@ def test_the_drawn_port_is_below_the_ephemeral_range_and_skips_a_taken_one():
   with socket.socket() as s:
     s.bind(("0.0.0.0", first))  # the draw the seeded generator makes first
     s.listen()
-    port = ports.coordinator_port(random.Random(7), ranges=(32768, 60999))
+    port = ports.coordinator_port(random.Random(7), ephemeral=(32768, 60999))
   assert port != first and ports.LOWEST <= port < 32768
   # A range that starts too low to leave room below it: any port from 1024 up.
-  assert 1024 <= ports.coordinator_port(random.Random(7), ranges=(20500, 60999)) < 65536
+  assert 1024 <= ports.coordinator_port(random.Random(7), ephemeral=(20500, 60999)) < 65536
 
 
 def test_the_ephemeral_range_is_read_or_defaults(tmp_path):
