@@ -60,6 +60,8 @@ def get_config(arg=None):
   cfg.data.template = "boxed"
   cfg.data.chat_template = "auto"
   cfg.data.max_prompt_tokens = 80
+  # The shrink reads the set's first 256 problems, not all 20,000: every launch tokenizes its pool.
+  cfg.data.train_limit = 256 if tiny else 0
   # Levels 1-5 (sums, two-digit sums and differences, products and three-term sums, two-digit
   # products, word problems) weighted towards those a 135M model can reach.
   cfg.data.level_weights = (0.2, 0.6, 0.2, 0.0, 0.0)

@@ -145,6 +145,11 @@ def _check_data(e) -> None:
       f"config key data.pass_rate_band = {d.pass_rate_band} needs a fixed pool of training "
       f"problems to profile: data.task = 'math', not {d.task!r}"
     )
+  if d.train_limit and d.task != "math":
+    fail(
+      f"config key data.train_limit = {d.train_limit} cuts the math task's training set: it "
+      f"needs data.task = 'math', not {d.task!r}"
+    )
   if d.level_weights and not (d.task == "math" and d.train_set == "arithmetic"):
     fail(
       "config key data.level_weights weights the generated set's levels: it needs "

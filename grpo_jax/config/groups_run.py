@@ -91,6 +91,14 @@ class Data(View):
     "",
     doc="math: a local copy of the training set ('' = the catalogue's); dataset: the rows",
   )
+  train_limit: int = spec(
+    0,
+    ge=0,
+    doc=(
+      "math: read only the training set's first N rows (after malformed and repeated rows are "
+      "dropped, before the prompt-length filter); 0 = every row"
+    ),
+  )
   eval_sets: tuple[str, ...] = spec(("aime24",), doc="math: the benchmarks evaluated")
   eval_paths: tuple[str, ...] = spec(
     (), doc="math: local copies of eval_sets, in their order; dataset: the evaluation sets"

@@ -30,6 +30,8 @@ def _load(*overrides, config="configs/tiny_test.py"):
     (MATH + ["data.level_weights=(1.0, 2.0)"], r"data.level_weights = \(1.0, 2.0\) must be 5"),
     (MATH + ["data.level_weights=(0, 0, 0, 0, 0)"], r"positive sum"),
     (["data.level_weights=(1, 1, 1, 1, 1)"], r"data.train_set = 'arithmetic'"),
+    (["data.train_limit=5"], r"data.train_limit = 5 cuts .* not 'countdown'"),
+    (MATH + ["data.train_limit=-1"], r"data.train_limit = -1 must be >= 0"),
     (["warmstart.supervise=answers"], r"warmstart.supervise = 'answers' is not one of \['all'"),
     (["profile.num_samples=0"], r"profile.num_samples = 0 must be >= 1"),
   ],

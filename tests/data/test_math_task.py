@@ -90,6 +90,9 @@ def test_data_keys_reach_the_task(tmp_path):
   assert task.num_workers == 0  # sized from the host when the pool starts
   cfg.data.reward_workers = 3
   assert MathTask.from_config(cfg, tok).num_workers == 3
+  cfg.data.max_prompt_tokens, cfg.data.train_limit = 96, 3  # the set's first 3 of 8 rows
+  head = MathTask.from_config(cfg, tok).train_pool
+  assert [r["id"] for r in head] == [r["id"] for r in task.train_pool[:3]]
 
 
 def test_warm_start_runs_on_the_math_task():

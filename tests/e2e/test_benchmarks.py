@@ -368,7 +368,7 @@ def test_bench_step_beside_tunix_shipped_and_patched(tmp_path, two_layer_dir):
 def test_bench_overlap_runs_both_modes_on_the_real_model_cut(tmp_path, smollm2_2layer_dir):
   small = ["sampling.prompts_per_step=2", "sampling.group_size=4", "sampling.max_new_tokens=8"]
   args = ["--model", str(smollm2_2layer_dir), "--devices", "2", "--steps", "3", "--overrides"]
-  over = args + small + ["loss.micro_batch_size=0"]
+  over = args + small + ["loss.micro_batch_size=0", "data.train_limit=64"]
   out = run_bench("bench_overlap.py", over, tmp_path, optimize=True)
   on, off = out["rows"]
   assert (on["rollout.off_policy_steps"], off["rollout.off_policy_steps"]) == (0, 1)

@@ -15,8 +15,10 @@ train and eval splits never share a problem whatever the seed, size or level mix
 split, problems may repeat (level 1 has only 100 distinct sums).
 """
 
+import itertools
 import random
 import zlib
+from collections.abc import Iterator
 
 LEVELS = (1, 2, 3, 4, 5)
 DEFAULT_WEIGHTS = (0.15, 0.2, 0.25, 0.2, 0.2)
@@ -143,7 +145,8 @@ def generate(
   seed: int = 0,
   level_weights: tuple[float, ...] | dict[int, float] | None = None,
 ) -> list[dict]:
-  """``n`` arithmetic rows of ``split`` (``"train"`` or ``"eval"``), deterministic in ``seed``.
+  """``n`` arithmetic rows of ``split`` (``"train"`` or ``"eval"``), deterministic in ``seed``:
+  the first ``n`` of :func:`iterate`.
 
   Args:
     split: which side of the crc32 split to draw from.
@@ -152,30 +155,42 @@ def generate(
     level_weights: relative frequency of levels 1..5, a 5-tuple or ``{level: weight}``
       (missing levels get 0); default ``DEFAULT_WEIGHTS``.
   """
+  rows = iterate(split, seed, level_weights)
+  return list(itertools.islice(rows, DEFAULT_SIZES[split] if n is None else int(n)))
+
+
+def iterate(
+  split: str = "train",
+  seed: int = 0,
+  level_weights: tuple[float, ...] | dict[int, float] | None = None,
+) -> Iterator[dict]:
+  """The endless row stream of ``split`` that :func:`generate` cuts: a reader that stops early
+  generates only the rows it reads, and the first ``n`` rows do not depend on ``n``."""
   if split not in DEFAULT_SIZES:
     raise ValueError(f"split must be one of {sorted(DEFAULT_SIZES)}, got {split!r}")
-  n = DEFAULT_SIZES[split] if n is None else int(n)
   w = DEFAULT_WEIGHTS if level_weights is None else level_weights
   if isinstance(w, dict):
     w = tuple(float(w.get(level, 0.0)) for level in LEVELS)
   if len(w) != len(LEVELS) or min(w) < 0 or sum(w) <= 0:
     raise ValueError(f"level_weights must be 5 non-negative weights, got {level_weights!r}")
+  return _rows(split, seed, w)
+
+
+def _rows(split: str, seed: int, weights: tuple[float, ...]) -> Iterator[dict]:
   rng = random.Random(f"arithmetic-{split}-{seed}")
   want_eval = split == "eval"
-  rows = []
-  while len(rows) < n:
-    level = rng.choices(LEVELS, weights=w)[0]
+  count = 0
+  while True:
+    level = rng.choices(LEVELS, weights=weights)[0]
     kind, problem, answer, steps = _MAKERS[level](rng)
     if in_eval_split(problem) != want_eval:
       continue
-    rows.append(
-      {
-        "id": f"arithmetic-{split}-{seed}-{len(rows)}",
-        "problem": problem,
-        "answer": str(answer),
-        "solution": "\n".join([*steps, _final(answer)]),
-        "level": level,
-        "kind": kind,
-      }
-    )
-  return rows
+    yield {
+      "id": f"arithmetic-{split}-{seed}-{count}",
+      "problem": problem,
+      "answer": str(answer),
+      "solution": "\n".join([*steps, _final(answer)]),
+      "level": level,
+      "kind": kind,
+    }
+    count += 1

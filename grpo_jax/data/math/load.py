@@ -22,6 +22,7 @@ warning). Duplicate problems are dropped when the spec says so and counted.
 
 import dataclasses
 import glob
+import itertools
 import logging
 import os
 import re
@@ -178,10 +179,12 @@ def open_source(
   revision: str | None = None,
   level_weights: tuple[float, ...] | None = None,
 ):
-  """The raw ``datasets.Dataset`` for ``spec`` from ``path`` or the Hub, and a description.
-  ``level_weights``: the generated set's level frequencies (``arithmetic.generate``)."""
+  """The raw ``datasets.Dataset`` for ``spec`` from ``path`` or the Hub, and a description; for
+  a generated set, an iterator of its rows (a reader that stops early generates no more).
+  ``level_weights``: the generated set's level frequencies (``arithmetic.iterate``)."""
   if path is None and spec.hub_id.startswith("generated:"):
-    return arithmetic.generate(spec.split, level_weights=level_weights or None), spec.hub_id
+    rows = arithmetic.iterate(spec.split, level_weights=level_weights or None)
+    return itertools.islice(rows, arithmetic.DEFAULT_SIZES[spec.split]), spec.hub_id
   import datasets
 
   if path is None:

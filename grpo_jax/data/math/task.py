@@ -90,11 +90,15 @@ class MathTask:
 
   @classmethod
   def from_config(cls, cfg, tokenizer) -> MathTask:
-    """Loads ``data.train_set`` and ``data.eval_sets`` (catalogue names; local paths in
-    ``data.train_path`` / ``data.eval_paths`` when given)."""
+    """Loads ``data.train_set`` (its first ``data.train_limit`` rows, when set) and
+    ``data.eval_sets`` (catalogue names; local paths in ``data.train_path`` /
+    ``data.eval_paths`` when given)."""
     d = cfg.data
     weights = d.level_weights or None  # the generated sets' levels, train and held out
-    train, _ = load_math_dataset(d.train_set, d.train_path or None, level_weights=weights)
+    limit = d.train_limit or None
+    train, _ = load_math_dataset(
+      d.train_set, d.train_path or None, limit=limit, level_weights=weights
+    )
     paths = dict(zip(d.eval_sets, d.eval_paths)) if d.eval_paths else {}
     evals = {
       name: load_math_dataset(name, paths.get(name), level_weights=weights)[0]
