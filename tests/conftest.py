@@ -16,8 +16,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # machine (beside the SmolLM2 checkpoint in $GRPO_JAX_CACHE, default ~/.cache/grpo_jax). A
 # program one process has compiled (the tiny model's updates, the launcher's sampler) is read
 # back by the others: the key is the program's HLO with the jax and XLA versions and flags, so a
-# hit is the same executable. The size bound turns on the cache's file lock (an unlocked write is
-# not atomic across processes). ``GRPO_SUITE_XLA_CACHE=0`` runs the suite without it. The
+# hit is the same executable. No size bound (-1): a bound turns on jax's LRU eviction, whose
+# every write reads each entry's access time under a lock on the whole directory, so a first run
+# spent minutes in those scans (docs/results/2026-12-06_xla_cache_lock.md). Unlocked writes are
+# safe here: each is one write() of a zlib stream, which a reader gets whole, cut short (a
+# decompression error: jax warns and compiles) or followed by a longer racing write's tail
+# (ignored after the stream's end). ``GRPO_SUITE_XLA_CACHE=0`` runs the suite without it. The
 # benchmark scripts' compile counts include the programs read back from it (jax fires its
 # backend-compile event around the lookup), so their tests run with it too.
 if os.environ.get("GRPO_SUITE_XLA_CACHE", "1") != "0":
@@ -25,7 +29,7 @@ if os.environ.get("GRPO_SUITE_XLA_CACHE", "1") != "0":
   os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_home, "xla_suite"))
   # Every program: most of the suite's are small and each compiles in well under a second.
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-  os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
+  os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", "-1")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
