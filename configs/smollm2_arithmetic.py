@@ -29,7 +29,8 @@ Held-out: 128 problems of ``arithmetic_eval`` at the same level weights, 4 sampl
 pass@1 and pass@4 with bootstrap 95% CIs. Measured times and results:
 docs/results/2026-12-03_smollm2_learns.md.
 
-``:tiny=1`` is the shrink the test suite runs (two prompts, short completions, no evaluation).
+``:tiny=1`` is the shrink the test suite runs (two prompts, short completions, no evaluation,
+the set's first 256 problems).
 """
 
 import os

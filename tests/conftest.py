@@ -19,7 +19,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # hit is the same executable. No size bound (-1): a bound turns on jax's LRU eviction, whose
 # every write reads each entry's access time under a lock on the whole directory, so a first run
 # spent minutes in those scans (docs/results/2026-12-06_xla_cache_lock.md). Unlocked writes are
-# safe here: each is one write() of a zlib stream, which a reader gets whole, cut short (a
+# safe here: each is one write() of a zlib stream (jax's format where zstandard is not
+# installed, as in this project's environment), which a reader gets whole, cut short (a
 # decompression error: jax warns and compiles) or followed by a longer racing write's tail
 # (ignored after the stream's end). ``GRPO_SUITE_XLA_CACHE=0`` runs the suite without it. The
 # benchmark scripts' compile counts include the programs read back from it (jax fires its
