@@ -146,7 +146,7 @@ def generate(
   level_weights: tuple[float, ...] | dict[int, float] | None = None,
 ) -> list[dict]:
   """``n`` arithmetic rows of ``split`` (``"train"`` or ``"eval"``), deterministic in ``seed``:
-  the first ``n`` of :func:`iterate`.
+  :func:`iterate`'s rows as a list.
 
   Args:
     split: which side of the crc32 split to draw from.
@@ -155,17 +155,17 @@ def generate(
     level_weights: relative frequency of levels 1..5, a 5-tuple or ``{level: weight}``
       (missing levels get 0); default ``DEFAULT_WEIGHTS``.
   """
-  rows = iterate(split, seed, level_weights)
-  return list(itertools.islice(rows, DEFAULT_SIZES[split] if n is None else int(n)))
+  return list(iterate(split, n, seed, level_weights))
 
 
 def iterate(
   split: str = "train",
+  n: int | None = None,
   seed: int = 0,
   level_weights: tuple[float, ...] | dict[int, float] | None = None,
 ) -> Iterator[dict]:
-  """The endless row stream of ``split`` that :func:`generate` cuts: a reader that stops early
-  generates only the rows it reads, and the first ``n`` rows do not depend on ``n``."""
+  """The rows of :func:`generate`, each made when it is read: a reader that stops early
+  generates no more, and the first rows do not depend on ``n``."""
   if split not in DEFAULT_SIZES:
     raise ValueError(f"split must be one of {sorted(DEFAULT_SIZES)}, got {split!r}")
   w = DEFAULT_WEIGHTS if level_weights is None else level_weights
@@ -173,7 +173,7 @@ def iterate(
     w = tuple(float(w.get(level, 0.0)) for level in LEVELS)
   if len(w) != len(LEVELS) or min(w) < 0 or sum(w) <= 0:
     raise ValueError(f"level_weights must be 5 non-negative weights, got {level_weights!r}")
-  return _rows(split, seed, w)
+  return itertools.islice(_rows(split, seed, w), DEFAULT_SIZES[split] if n is None else int(n))
 
 
 def _rows(split: str, seed: int, weights: tuple[float, ...]) -> Iterator[dict]:

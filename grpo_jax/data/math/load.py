@@ -22,7 +22,6 @@ warning). Duplicate problems are dropped when the spec says so and counted.
 
 import dataclasses
 import glob
-import itertools
 import logging
 import os
 import re
@@ -183,8 +182,7 @@ def open_source(
   a generated set, an iterator of its rows (a reader that stops early generates no more).
   ``level_weights``: the generated set's level frequencies (``arithmetic.iterate``)."""
   if path is None and spec.hub_id.startswith("generated:"):
-    rows = arithmetic.iterate(spec.split, level_weights=level_weights or None)
-    return itertools.islice(rows, arithmetic.DEFAULT_SIZES[spec.split]), spec.hub_id
+    return arithmetic.iterate(spec.split, level_weights=level_weights or None), spec.hub_id
   import datasets
 
   if path is None:
