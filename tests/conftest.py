@@ -43,6 +43,7 @@ import pathlib  # noqa: E402
 
 import machine_speed  # noqa: E402
 import pytest  # noqa: E402
+import xla_maps  # noqa: E402
 
 pytest_plugins = ("cpu_log",)  # --cpu-log=PATH: each test's CPU time (tests/cpu_log.py)
 
@@ -60,6 +61,14 @@ def _speeds() -> str:
     f"numpy float32 1024² matmul {machine_speed.matmul_gflops():.0f} GFLOP/s ({os.cpu_count()} "
     f"cores), Python {machine_speed.python_rate():.0f} M loop iterations/s (one core)"
   )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _bounded_memory_maps():
+  """After each test file, the worker drops its compiled programs if they hold a quarter of the
+  kernel's memory-map limit: at the limit an XLA:CPU load segfaults (tests/xla_maps.py)."""
+  yield
+  xla_maps.release_if_crowded()
 
 
 def pytest_terminal_summary(terminalreporter, config):

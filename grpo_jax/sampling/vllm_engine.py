@@ -25,12 +25,21 @@ weighs the difference.
 
 This is the one library module that touches torch: vLLM is a torch program, and its weights are
 torch tensors.
+
+vLLM's import loads tvm_ffi, whose library installs its own SIGSEGV handler over the process's
+(Python's faulthandler, or the default action). That handler walks the stack with libgcc's
+unwinder, so a fault inside the unwinder deadlocks on the unwinder's own lock: jaxlib 0.10 faults
+there when it throws a failed XLA:CPU load (docs/results/2026-12-06_map_limit.md), and the
+process hung where it would have died. ``start`` puts the process's handler back.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import os
+import signal
 import time
 
 import jax
@@ -45,6 +54,7 @@ ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NO
 BLOCK = 128  # tokens per KV block in vLLM's CPU backend
 ROW_TOKENS = 512  # the KV room sized per row
 MIN_KV_BYTES = 256 * 2**20
+SIGACTION_BYTES = 256  # room for the C library's struct sigaction (152 bytes in glibc x86-64)
 
 
 @dataclasses.dataclass
@@ -72,6 +82,10 @@ class VllmEngine:
     """Builds vLLM (eager: no graph capture, it starts in seconds)."""
     for key, value in ENV.items():
       os.environ.setdefault(key, value)
+    with keep_segv_handler():
+      self._build()
+
+  def _build(self) -> None:
     from vllm import LLM  # noqa: PLC0415 (the optional extra)
 
     self.shape, hf = load_hf_config(self.path, self.dtype)
@@ -133,6 +147,19 @@ class VllmEngine:
     outputs = self.llm.generate(requests, params, use_tqdm=False)
     completions = [c for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
     return _samples(completions, M, pad_id)
+
+
+@contextlib.contextmanager
+def keep_segv_handler():
+  """Restores this process's SIGSEGV action, as it was on entry, when the block exits."""
+  libc = ctypes.CDLL(None, use_errno=True)
+  before = ctypes.create_string_buffer(SIGACTION_BYTES)
+  if libc.sigaction(signal.SIGSEGV, None, before) != 0:
+    raise OSError(ctypes.get_errno(), "sigaction(SIGSEGV) could not be read")
+  try:
+    yield
+  finally:
+    libc.sigaction(signal.SIGSEGV, before, None)
 
 
 def _sampling_params(settings, stop_ids, n: int, seed: int):

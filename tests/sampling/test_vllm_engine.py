@@ -4,13 +4,17 @@ log-probs; weights pushed in memory change the tokens to the pushed model's and 
 of a prompt are one request of n = G, seeded by the rng; the sampler's log-probs are the
 trainer's up to kernel numerics (the mismatch the correction weighs)."""
 
+import importlib.util
 import types
 
 import jax
 import numpy as np
 import pytest
 
-vllm = pytest.importorskip("vllm")
+# Not imported here: vLLM's import replaces the process's SIGSEGV handler (VllmEngine.start
+# restores it).
+if importlib.util.find_spec("vllm") is None:
+  pytest.skip("needs vLLM (the .[vllm] extra)", allow_module_level=True)
 torch = pytest.importorskip("torch")
 
 from grpo_jax import models  # noqa: E402
