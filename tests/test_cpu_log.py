@@ -38,6 +38,7 @@ def test_each_test_s_cpu_time_is_its_own_or_its_children_s(tmp_path):
   assert own["cpu_s"] >= 0.25 and own["children_cpu_s"] == 0
   assert child["children_cpu_s"] >= 0.25 and child["cpu_s"] < 0.25
   assert idle["cpu_s"] + idle["children_cpu_s"] < 0.1 and idle["wall_s"] < 1
+  assert all(r["maps"] > 0 for r in rows.values()) == os.path.exists("/proc/self/maps")
   assert f"CPU time per test file ({log})" in proc.stdout
   assert "3 tests:" in proc.stdout and "test_burn.py" in proc.stdout
 

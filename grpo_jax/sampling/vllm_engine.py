@@ -30,7 +30,7 @@ vLLM's import loads tvm_ffi, whose library installs its own SIGSEGV handler over
 (Python's faulthandler, or the default action). That handler walks the stack with libgcc's
 unwinder, so a fault inside the unwinder deadlocks on the unwinder's own lock: jaxlib 0.10 faults
 there when it throws a failed XLA:CPU load (docs/results/2026-12-06_map_limit.md), and the
-process hung where it would have died. ``start`` puts the process's handler back.
+process hangs where it would die. ``start`` puts the process's handler back.
 """
 
 from __future__ import annotations
