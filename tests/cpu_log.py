@@ -6,7 +6,8 @@ to ``PATH`` (every xdist worker to the same file, which the run truncates first)
 
   {"test": node id, "cpu_s": user + system CPU of the process that ran it,
    "children_cpu_s": that of the child processes it waited for, "wall_s": its wall time,
-   "maps": the memory maps its process holds after it (tests/xla_maps.py; 0 without /proc)}
+   "maps": the memory maps its process holds after it (tests/xla_maps.py; 0 without /proc),
+   "worker": the xdist worker that ran it ("" without xdist)}
 
 Children are the launcher runs, multi-host workers and benchmark scripts a test runs through
 ``subprocess``; processes it does not wait for (a Ray cluster's daemons and the workers they
@@ -65,6 +66,7 @@ def pytest_runtest_protocol(item, nextitem):
     "children_cpu_s": round(children_end - children, 3),
     "wall_s": round(time.perf_counter() - start, 3),
     "maps": xla_maps.count() if xla_maps.MAPS.exists() else 0,
+    "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
   }
   with open(path, "a") as f:  # one short appended line per write: workers do not interleave
     f.write(json.dumps(row) + "\n")

@@ -3,10 +3,11 @@
 Every XLA:CPU program a process loads (compiled or read back from the compilation cache) holds
 three to six memory maps (its code, read-only data and writable sections) until jax drops it, and
 jax keeps the programs of every function still alive. An xdist worker runs about 800 tests that
-load thousands of programs: one reached 65,504 maps, at Linux's ``vm.max_map_count`` (65,530 by default). There the
-next load's ``mmap`` fails, and jaxlib 0.10's error path segfaults inside libgcc's unwinder while
-it throws the error (docs/results/2026-12-06_map_limit.md has the trace and a reproducer). The
-suite's fixture in ``conftest.py`` calls :func:`release_if_crowded` after each test file.
+load thousands of programs: one reached 65,504 maps, at Linux's ``vm.max_map_count`` (65,530 by
+default). There the next load's ``mmap`` fails, and jaxlib 0.10's error path segfaults inside
+libgcc's unwinder while it throws the error (docs/results/2026-12-06_map_limit.md has the trace
+and a reproducer). The suite's fixture in ``conftest.py`` calls :func:`release_if_crowded` after
+each test file.
 """
 
 from __future__ import annotations
