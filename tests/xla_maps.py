@@ -21,7 +21,9 @@ SHARE = 0.25  # drop the programs once a process holds a quarter of the limit
 
 
 def count() -> int:
-  """The memory maps this process holds (lines of /proc/self/maps)."""
+  """The memory maps this process holds (lines of /proc/self/maps; 0 where /proc is absent)."""
+  if not MAPS.exists():
+    return 0
   with MAPS.open("rb") as f:
     return sum(1 for _ in f)
 
@@ -34,7 +36,7 @@ def release_if_crowded(share: float = SHARE) -> bool:
   """Drops jax's compiled programs (``jax.clear_caches``) when this process holds ``share`` of
   the kernel's map limit or more; the next call of a dropped program loads it again from the
   persistent compilation cache. Returns whether it dropped them (False where /proc is absent)."""
-  if not (MAPS.exists() and LIMIT.exists()) or count() < share * limit():
+  if not LIMIT.exists() or count() < share * limit():
     return False
   import jax  # noqa: PLC0415 (cpu_log.py counts maps without it)
 

@@ -10,14 +10,14 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FAULT = """
-import faulthandler, os, signal, sys
+import contextlib, faulthandler, os, signal, sys
 from grpo_jax.sampling.vllm_engine import keep_segv_handler
 
 faulthandler.enable()
 def replaced(signum, frame):
   print("the handler installed inside the block ran", file=sys.stderr, flush=True)
   os._exit(3)
-with keep_segv_handler() if sys.argv[1] == "kept" else open(os.devnull):
+with keep_segv_handler() if sys.argv[1] == "kept" else contextlib.nullcontext():
   signal.signal(signal.SIGSEGV, replaced)
 os.kill(os.getpid(), signal.SIGSEGV)
 """
