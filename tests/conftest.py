@@ -41,9 +41,12 @@ if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
 import functools  # noqa: E402
 import pathlib  # noqa: E402
 
+import cpu_share  # noqa: E402
 import machine_speed  # noqa: E402
 import pytest  # noqa: E402
 import xla_maps  # noqa: E402
+
+cpu_share.pin_worker()  # each xdist worker on its own cores, before jax starts (cpu_share.py)
 
 pytest_plugins = ("cpu_log",)  # --cpu-log=PATH: each test's CPU time (tests/cpu_log.py)
 
