@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 
+EVERY = "GRPO_SUITE_CORES"  # the cores a pinned worker started with
+
 
 def share(cpus: list[int], index: int, count: int) -> list[int]:
   """Worker ``index`` of ``count``'s contiguous slice of ``cpus``, the slices as even as they
@@ -30,6 +32,17 @@ def pin_worker(environ=os.environ) -> list[int] | None:
   if not worker or off or not hasattr(os, "sched_setaffinity"):
     return None
   count = int(environ["PYTEST_XDIST_WORKER_COUNT"])
-  cpus = share(sorted(os.sched_getaffinity(0)), int(worker.removeprefix("gw")), count)
+  every = sorted(os.sched_getaffinity(0))
+  cpus = share(every, int(worker.removeprefix("gw")), count)
+  environ[EVERY] = ",".join(map(str, every))  # for unpin(), in this worker and its children
   os.sched_setaffinity(0, cpus)
   return cpus
+
+
+def unpin() -> None:
+  """Gives this process back every core its worker started with (a ``preexec_fn``): for processes
+  that mostly wait, as a Ray cluster's, whose waits would otherwise leave their core idle while
+  the other worker's processes queue on theirs (docs/results/2026-12-06_worker_pinning.md)."""
+  cores = os.environ.get(EVERY)
+  if cores and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, [int(c) for c in cores.split(",")])

@@ -2,6 +2,8 @@
 under."""
 
 import os
+import subprocess
+import sys
 
 import cpu_share
 import pytest
@@ -39,3 +41,22 @@ def test_this_worker_runs_on_its_share_of_the_controller_s_cores():
   index = int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))
   count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
   assert sorted(os.sched_getaffinity(0)) == cpu_share.share(every, index, count)
+
+
+@pytest.mark.skipif(
+  not os.environ.get(cpu_share.EVERY) or not hasattr(os, "sched_getaffinity"),
+  reason="a pinned xdist worker on Linux",
+)
+def test_children_inherit_the_pin_and_unpin_gives_back_every_core():
+  code = ["-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
+  pinned = subprocess.run([sys.executable, *code], capture_output=True, text=True, check=True)
+  unpinned = subprocess.run(
+    [sys.executable, *code],
+    capture_output=True,
+    text=True,
+    check=True,
+    preexec_fn=cpu_share.unpin,
+  )
+  assert pinned.stdout.strip() == str(sorted(os.sched_getaffinity(0)))
+  every = sorted(int(c) for c in os.environ[cpu_share.EVERY].split(","))
+  assert unpinned.stdout.strip() == str(every) == str(sorted(os.sched_getaffinity(os.getppid())))

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 
+import cpu_share
 import jax
 import numpy as np
 import pytest
@@ -119,7 +120,10 @@ def ray_cluster(tmp_path, launcher_env):
   start += [f"--object-store-memory={200 * 2**20}"]
   start += [f"--temp-dir={temp}"]
   env = dict(launcher_env(4), RAY_USAGE_STATS_ENABLED="0")
-  subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
+  # The cluster and its members use every core: they mostly wait (cpu_share.unpin).
+  subprocess.run(
+    start, env=env, check=True, capture_output=True, timeout=120, preexec_fn=cpu_share.unpin
+  )
   try:
     yield f"127.0.0.1:{port}"
   finally:
@@ -141,7 +145,8 @@ def test_ray_sweep_two_at_a_time_with_a_killed_process_equals_the_sequential_swe
   # 2 CPUs, bundles of half a CPU, two processes a member: two members fit at once; each
   # process sees 4 devices, a member's 8 like the sequential run's.
   env = launcher_env(4)
-  proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+  proc = subprocess.Popen(cmd, env=env, preexec_fn=cpu_share.unpin, **pipes)
   _kill_mid_member(root / KILLED, proc)
   out, _ = proc.communicate(timeout=1200)
   assert proc.returncode == 0, out[-4000:]
