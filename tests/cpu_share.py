@@ -11,6 +11,7 @@ sizes its pool to them. The same tests took 6.5% less CPU time and 7.5% less wal
 from __future__ import annotations
 
 import os
+import sys
 
 EVERY = "GRPO_SUITE_CORES"  # the cores a pinned worker started with
 
@@ -34,15 +35,18 @@ def pin_worker(environ=os.environ) -> list[int] | None:
   count = int(environ["PYTEST_XDIST_WORKER_COUNT"])
   every = sorted(os.sched_getaffinity(0))
   cpus = share(every, int(worker.removeprefix("gw")), count)
-  environ[EVERY] = ",".join(map(str, every))  # for unpin(), in this worker and its children
+  environ[EVERY] = ",".join(map(str, every))  # for unpinned(), here and in children
   os.sched_setaffinity(0, cpus)
   return cpus
 
 
-def unpin() -> None:
-  """Gives this process back every core its worker started with (a ``preexec_fn``): for processes
-  that mostly wait, as a Ray cluster's, whose waits would otherwise leave their core idle while
-  the other worker's processes queue on theirs (docs/results/2026-12-06_worker_pinning.md)."""
+def unpinned(argv: list[str]) -> list[str]:
+  """``argv`` run with every core its worker started with, for processes that mostly wait, as a
+  Ray cluster's, whose waits would otherwise leave their core idle while the other worker's
+  processes queue on theirs (docs/results/2026-12-06_worker_pinning.md). A Python prefix sets the
+  affinity and execs ``argv``: a ``preexec_fn`` would fork the multithreaded test process."""
   cores = os.environ.get(EVERY)
-  if cores and hasattr(os, "sched_setaffinity"):
-    os.sched_setaffinity(0, [int(c) for c in cores.split(",")])
+  if not cores or not hasattr(os, "sched_setaffinity"):
+    return list(argv)
+  code = "import os, sys; os.sched_setaffinity(0, {%s}); os.execv(sys.argv[1], sys.argv[1:])"
+  return [sys.executable, "-c", code % cores, *argv]

@@ -47,16 +47,17 @@ def test_this_worker_runs_on_its_share_of_the_controller_s_cores():
   not os.environ.get(cpu_share.EVERY) or not hasattr(os, "sched_getaffinity"),
   reason="a pinned xdist worker on Linux",
 )
-def test_children_inherit_the_pin_and_unpin_gives_back_every_core():
-  code = ["-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
-  pinned = subprocess.run([sys.executable, *code], capture_output=True, text=True, check=True)
+def test_children_inherit_the_pin_and_unpinned_gives_back_every_core():
+  argv = [
+    sys.executable,
+    "-c",
+    "import os, sys; print(sorted(os.sched_getaffinity(0)), sys.argv[1])",
+  ]
+  pinned = subprocess.run([*argv, "x"], capture_output=True, text=True, check=True)
   unpinned = subprocess.run(
-    [sys.executable, *code],
-    capture_output=True,
-    text=True,
-    check=True,
-    preexec_fn=cpu_share.unpin,
+    cpu_share.unpinned([*argv, "y"]), capture_output=True, text=True, check=True
   )
-  assert pinned.stdout.strip() == str(sorted(os.sched_getaffinity(0)))
+  assert pinned.stdout.strip() == f"{sorted(os.sched_getaffinity(0))} x"
   every = sorted(int(c) for c in os.environ[cpu_share.EVERY].split(","))
-  assert unpinned.stdout.strip() == str(every) == str(sorted(os.sched_getaffinity(os.getppid())))
+  assert every == sorted(os.sched_getaffinity(os.getppid()))
+  assert unpinned.stdout.strip() == f"{every} y"  # the argv runs as given

@@ -120,10 +120,8 @@ def ray_cluster(tmp_path, launcher_env):
   start += [f"--object-store-memory={200 * 2**20}"]
   start += [f"--temp-dir={temp}"]
   env = dict(launcher_env(4), RAY_USAGE_STATS_ENABLED="0")
-  # The cluster and its members use every core: they mostly wait (cpu_share.unpin).
-  subprocess.run(
-    start, env=env, check=True, capture_output=True, timeout=120, preexec_fn=cpu_share.unpin
-  )
+  # The cluster and its members use every core: they mostly wait (cpu_share.unpinned).
+  subprocess.run(cpu_share.unpinned(start), env=env, check=True, capture_output=True, timeout=120)
   try:
     yield f"127.0.0.1:{port}"
   finally:
@@ -146,7 +144,7 @@ def test_ray_sweep_two_at_a_time_with_a_killed_process_equals_the_sequential_swe
   # process sees 4 devices, a member's 8 like the sequential run's.
   env = launcher_env(4)
   pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-  proc = subprocess.Popen(cmd, env=env, preexec_fn=cpu_share.unpin, **pipes)
+  proc = subprocess.Popen(cpu_share.unpinned(cmd), env=env, **pipes)
   _kill_mid_member(root / KILLED, proc)
   out, _ = proc.communicate(timeout=1200)
   assert proc.returncode == 0, out[-4000:]
