@@ -19,9 +19,9 @@ EVERY = "GRPO_SUITE_CORES"  # the cores a pinned worker started with
 def share(cpus: list[int], index: int, count: int) -> list[int]:
   """Worker ``index`` of ``count``'s contiguous slice of ``cpus``, the slices as even as they
   divide; all of ``cpus`` when there are more workers than cores (oversubscribed by choice)."""
-  if count > len(cpus):
-    return list(cpus)
   n = len(cpus)
+  if count > n:
+    return list(cpus)
   return cpus[index * n // count : (index + 1) * n // count]
 
 
