@@ -55,7 +55,7 @@ def model_config(cfg, vocab_size: int | None = None) -> models.ModelConfig:
   return mcfg
 
 
-def _widths(cfg) -> tuple[int, int, int | None]:
+def widths(cfg) -> tuple[int, int, int | None]:
   """(P prompt tokens, R response tokens, the task vocabulary or None)."""
   response = cfg.sampling.max_new_tokens
   if cfg.strategy.enabled and cfg.strategy.num_previews > 1:
@@ -81,7 +81,7 @@ def plan(cfg, num_devices: int | None = None, target: str = "auto"):
   rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
   if rows % dp:
     raise ValueError(f"B·G = {rows} rows do not split over data·fsdp = {dp} devices")
-  prompt, response, vocab = _widths(cfg)
+  prompt, response, vocab = widths(cfg)
   mcfg = model_config(cfg, vocab)
   micro = cfg.loss.micro_batch_size or rows // max(1, cfg.loss.num_minibatches)
   work = memory_plan.Workload(
@@ -122,4 +122,4 @@ def report(cfg, num_devices: int | None = None, target: str = "auto") -> str:
   return format_plan(plan(cfg, num_devices, target))
 
 
-__all__ = ["DryRunPlan", "format_plan", "model_config", "plan", "report"]
+__all__ = ["DryRunPlan", "format_plan", "model_config", "plan", "report", "widths"]

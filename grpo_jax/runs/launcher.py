@@ -47,8 +47,11 @@ def parse_args(argv: list[str]):
   parser.add_argument(
     "--mode",
     default="train",
-    choices=["train", "presample", "eval", "export", "profile"],
-    help="presample: warm start, then draw the strategy previews and stop; "
+    choices=["train", "presample", "eval", "export", "profile", "compile"],
+    help="compile: compile every program of one RL step for --target / --topology with "
+    "abstract weights (no TPU needed: the [tpu] extra's libtpu compiles for a slice from a CPU "
+    "host) and write XLA's memory and cost to <workdir>/plan/compiled.{json,md}; "
+    "presample: warm start, then draw the strategy previews and stop; "
     "profile: sample profile.num_samples completions of each training problem with the "
     "workdir's latest checkpoint (a fresh workdir: the warm-started model.hf_path or init) "
     "and write profile/pass_rates.jsonl (profile/pass_rates_step<k>.jsonl at step k); "
@@ -144,7 +147,13 @@ def parse_args(argv: list[str]):
     "--target",
     default="auto",
     help="with --dry_run: the chips to plan for (auto: this machine's; v5p-64, v5e-8, v6e-8, "
-    "h100-8, cpu)",
+    "h100-8, cpu); with --mode=compile: a TPU slice (v5p-8 … v5p-512, v5e-4 … v5e-256, "
+    "v6e-4 … v6e-256), or auto / cpu (this host's devices)",
+  )
+  parser.add_argument(
+    "--topology",
+    default="",
+    help="with --mode=compile: a TPU topology instead of a named slice, e.g. v5p:4x4x8, v5e:2x4",
   )
   parser.add_argument(
     "--allow_init",
@@ -283,6 +292,23 @@ def _sweep_eval(args, overrides) -> int:
   return 0
 
 
+def _compile(cfg, args) -> int:
+  """``--mode=compile``: every program of one step compiled for the target; the report goes to
+  <workdir>/plan/compiled.{json,md} once all compiled (nothing is written before)."""
+  from grpo_jax.planning import compiled
+
+  name = pathlib.Path(args.config.split(":")[0]).stem
+  try:
+    report = compiled.compile_config(cfg, args.target, args.topology, name=name)
+  except RuntimeError as e:  # no libtpu; a program that does not compile
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  print(compiled.markdown(report))
+  js, _ = compiled.write(report, pathlib.Path(args.workdir) / "plan")
+  print(f"report: {js}")
+  return 0 if report.fits else 3
+
+
 def main(argv: list[str], script: str = "experiments/launch.py") -> int:
   """Runs the launcher on ``argv``; returns its exit status. ``script``: the file each Ray
   member process runs (the launcher itself unless ``--ray_script``)."""
@@ -329,6 +355,8 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
 
       print(dry_run.report(cfg, target=args.target))
       return 0
+    if args.mode == "compile":
+      return _compile(cfg, args)
     preflight.check_model_path(cfg.model.hf_path)
     preflight.check_storage(args.workdir)
     preflight.check_checkpoint(args.workdir, args.mode, args.step, args.allow_init)

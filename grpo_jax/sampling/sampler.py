@@ -131,14 +131,20 @@ def sample(
   a time and a stopped row's slot takes the next waiting row (with a copy of its prompt's keys
   and values, all prefilled first). Same outputs, row for row, up to rounding.
   """
-  N = prompt_NxP.shape[0]
+  fn = program(decode, prompt_NxP.shape[0])
+  return fn(params, prompt_NxP, prompt_mask_NxP, rng, graphdef=graphdef, decode=decode)
+
+
+def program(decode: Decode, num_rows: int):
+  """The jitted sampler program :func:`sample` runs for ``num_rows`` rows under ``decode``
+  (``fn(params, prompt_NxP, prompt_mask_NxP, rng, *, graphdef, decode)``), its settings
+  checked: one batch over a growing cache, or continuous batching."""
+  N = num_rows
   if N % decode.prompt_share:
     raise ValueError(f"prompt_share = {decode.prompt_share} must be >= 1 and divide the rows")
   if 0 < decode.decode_slots < N:
     continuous.check_slots(N, decode.decode_slots, decode.row_blocks)
     if decode.prompt_share > 1 and (N // decode.row_blocks) % decode.prompt_share:
       raise ValueError(f"prompt_share = {decode.prompt_share} must divide each block's rows")
-    fn = continuous._continuous_jit
-  else:
-    fn = _sample_jit
-  return fn(params, prompt_NxP, prompt_mask_NxP, rng, graphdef=graphdef, decode=decode)
+    return continuous._continuous_jit
+  return _sample_jit

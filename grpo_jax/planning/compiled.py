@@ -1,0 +1,385 @@
+"""``launch.py --mode=compile``: every program of one RL step compiled for a target (a TPU slice
+from a CPU host, or this host's devices), with XLA's own memory and cost.
+
+Per program (``grpo_jax.planning.programs``), per device:
+  - lower and compile seconds;
+  - ``memory_analysis()``: argument, output, alias, temporary and generated-code bytes;
+  - ``cost_analysis()``: FLOPs and bytes accessed, which count a loop's body once, and
+    ``grpo_jax.planning.hlo``'s matmul FLOPs and collectives weighed by their loops' trip counts;
+  - the model's own FLOPs (``programs``: 2 · matmul params per token per forward pass, causal
+    attention, 3 passes a training step, the forward only for sampling) and XLA's against it;
+  - the roofline seconds max(FLOPs / peak, bytes / HBM bandwidth), bytes scaled by the same trip
+    counts as the FLOPs.
+
+The step's peak per device is the resident train state (params, optimizer moments, reference,
+anchor: the update's state argument) plus the largest extra of any program the loop runs:
+arguments + outputs + temporaries − aliased bytes, less the state for the update, which takes it
+donated. It "fits" at ≤ 90% of the chip's HBM.
+
+The rollout's time is read from the decode step compiled on its own: T steps at a full cache
+(an upper bound: the sampler's cache grows in doubling buckets) plus the prefill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+
+import jax
+import numpy as np
+
+from grpo_jax import sharding as shard_lib
+from grpo_jax.planning import hlo, programs
+from grpo_jax.planning.memory import Hardware
+
+FIT_FRACTION = 0.9
+MEMORY_KEYS = ("argument", "output", "alias", "temp", "code")
+
+
+class CompileError(RuntimeError):
+  """A program failed to lower or compile: names the program and carries XLA's message."""
+
+
+@dataclasses.dataclass
+class Record:
+  """One compiled program's numbers (per device)."""
+
+  name: str
+  analysis: bool
+  lower_s: float
+  compile_s: float
+  memory: dict  # MEMORY_KEYS -> bytes
+  xla_flops: float  # cost_analysis: loop bodies once
+  xla_bytes: float
+  hlo: hlo.HloStats
+  model_flops: float
+  tokens: int
+  resident: bool
+  decode_steps: int = 0
+  param_gathers: tuple = ()  # all-gathers of a parameter's shape (inside loops: in_loop)
+  param_gathers_in_loop: tuple = ()
+
+  @property
+  def loop_factor(self) -> float:
+    """How many times the weighted matmul FLOPs exceed the once-counted ones (1 loop-free)."""
+    once = self.hlo.matmul_flops_once
+    return self.hlo.matmul_flops / once if once else 1.0
+
+  @property
+  def flops(self) -> float:
+    """XLA's FLOPs with every loop weighed: the matmuls' weighted count, plus the other ops
+    as cost_analysis counts them (once)."""
+    return self.hlo.matmul_flops + max(0.0, self.xla_flops - self.hlo.matmul_flops_once)
+
+  @property
+  def bytes_accessed(self) -> float:
+    return self.xla_bytes * self.loop_factor
+
+  def extra(self, state_bytes: float) -> float:
+    m = self.memory
+    extra = m["argument"] + m["output"] + m["temp"] - m["alias"]
+    return extra - (state_bytes if self.resident else 0.0)
+
+  def roofline_s(self, hw: Hardware) -> float:
+    return max(self.flops / hw.peak_flops, self.bytes_accessed / hw.hbm_bandwidth)
+
+  def to_dict(self, hw: Hardware, state_bytes: float) -> dict:
+    return {
+      "name": self.name,
+      "analysis_only": self.analysis,
+      "lower_s": self.lower_s,
+      "compile_s": self.compile_s,
+      "memory_bytes": self.memory,
+      "extra_bytes": self.extra(state_bytes),
+      "xla_cost_analysis": {"flops": self.xla_flops, "bytes_accessed": self.xla_bytes},
+      "flops": self.flops,
+      "bytes_accessed": self.bytes_accessed,
+      "model_flops": self.model_flops,
+      "flops_ratio": self.flops / self.model_flops if self.model_flops else None,
+      "roofline_s": self.roofline_s(hw),
+      "tokens": self.tokens,
+      "hlo": self.hlo.to_dict(),
+      "param_gathers": list(self.param_gathers),
+      "param_gathers_in_loop": list(self.param_gathers_in_loop),
+    }
+
+
+def param_shapes(params, mesh) -> set:
+  """Shape keys (``hlo.shape_key``) of every parameter matrix, whole and split along any one
+  dimension by any mesh axis (a gather's result may be either)."""
+  out = set()
+  sizes = [n for n in dict(mesh.shape).values() if n > 1]
+  for x in jax.tree.leaves(params):
+    if len(x.shape) < 2:
+      continue
+    out.add(hlo.shape_key(x.shape))
+    for i, d in enumerate(x.shape):
+      for n in sizes:
+        if d % n == 0:
+          out.add(hlo.shape_key((*x.shape[:i], d // n, *x.shape[i + 1 :])))
+  return out
+
+
+def _no_persistent_cache(mesh):
+  """Off for a TPU topology compiled from another host: its executables cannot be loaded back
+  here (jax warns on every read), so caching them only costs disk. Unchanged otherwise."""
+  if mesh.devices.flat[0].platform != "tpu" or jax.default_backend() == "tpu":
+    return contextlib.nullcontext()
+  from jax._src import config as jax_config  # noqa: PLC0415 (no public switch in jax 0.10)
+
+  return jax_config.enable_compilation_cache(False)
+
+
+def compile_one(p: programs.Program, mesh, gather_shapes: set, where: str):
+  """(compiled, Record) of one program; a failure is a CompileError naming it."""
+  try:
+    with jax.set_mesh(mesh), _no_persistent_cache(mesh):
+      t0 = time.perf_counter()
+      lowered = p.fn.lower(*p.args, **p.kwargs)
+      t1 = time.perf_counter()
+      compiled = lowered.compile()
+      t2 = time.perf_counter()
+  except Exception as e:  # XLA raises its own types; the message is what matters
+    raise CompileError(f"program '{p.name}' failed to compile for {where}:\n{e}") from e
+  mem = compiled.memory_analysis()
+  memory = {
+    "argument": mem.argument_size_in_bytes,
+    "output": mem.output_size_in_bytes,
+    "alias": mem.alias_size_in_bytes,
+    "temp": mem.temp_size_in_bytes,
+    "code": mem.generated_code_size_in_bytes,
+  }
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, list | tuple) else cost
+  stats = hlo.analyze(compiled.as_text())
+  record = Record(
+    name=p.name,
+    analysis=p.analysis,
+    lower_s=t1 - t0,
+    compile_s=t2 - t1,
+    memory=memory,
+    xla_flops=float(cost.get("flops", 0.0)),
+    xla_bytes=float(cost.get("bytes accessed", 0.0)),
+    hlo=stats,
+    model_flops=p.model_flops,
+    tokens=p.tokens,
+    resident=p.resident,
+    decode_steps=p.decode_steps,
+    param_gathers=tuple(stats.gathers(gather_shapes)),
+    param_gathers_in_loop=tuple(stats.gathers(gather_shapes, in_loop=True)),
+  )
+  return compiled, lowered, record
+
+
+def state_bytes(state) -> float:
+  """Per-device bytes of an abstract state (ShapeDtypeStructs with shardings)."""
+  total = 0.0
+  for x in jax.tree.leaves(state):
+    total += math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+  return total
+
+
+@dataclasses.dataclass
+class Report:
+  config: str
+  target: str
+  hardware: Hardware
+  mesh_shape: tuple
+  records: list
+  state_bytes: float
+  rollout_s: float  # the step's sampling, from the decode step and prefill
+  sample_rows: int
+  new_tokens: int
+
+  @property
+  def loop_records(self) -> list:
+    return [r for r in self.records if not r.analysis]
+
+  @property
+  def peak_bytes(self) -> float:
+    extras = [r.extra(self.state_bytes) for r in self.loop_records]
+    return self.state_bytes + max(extras, default=0.0)
+
+  @property
+  def fits(self) -> bool:
+    return self.peak_bytes <= FIT_FRACTION * self.hardware.hbm_bytes
+
+  def record(self, name: str) -> Record | None:
+    return next((r for r in self.records if r.name == name), None)
+
+  def step_s(self, mfu: float | None = None) -> float:
+    """The step's roofline: the update's (or its model FLOPs at ``mfu``) plus the rollout's."""
+    update = self.record("update")
+    hw = self.hardware
+    if mfu is None:
+      train = update.roofline_s(hw)
+    else:
+      train = update.model_flops / (hw.peak_flops * mfu)
+    return train + self.rollout_s
+
+  def tokens_per_s_per_chip(self, mfu: float) -> float:
+    """Sampled tokens (B·G·T) per second per chip at a step time of :meth:`step_s` (mfu)."""
+    return self.sample_rows * self.new_tokens / self.step_s(mfu) / self.hardware.chips
+
+  def to_dict(self, mfu: float = 0.4) -> dict:
+    hw = self.hardware
+    return {
+      "config": self.config,
+      "target": self.target,
+      "hardware": dataclasses.asdict(hw),
+      "mesh": dict(zip(shard_lib.AXES, self.mesh_shape)),
+      "state_bytes": self.state_bytes,
+      "peak_bytes": self.peak_bytes,
+      "fits": self.fits,
+      "fit_fraction": FIT_FRACTION,
+      "rollout_s": self.rollout_s,
+      "step_roofline_s": self.step_s(),
+      "mfu": mfu,
+      f"step_s_at_mfu_{mfu}": self.step_s(mfu),
+      f"sampled_tokens_per_s_per_chip_at_mfu_{mfu}": self.tokens_per_s_per_chip(mfu),
+      "programs": [r.to_dict(hw, self.state_bytes) for r in self.records],
+    }
+
+
+def rollout_seconds(records: dict, s: programs.Shapes, hw: Hardware) -> float:
+  """T decode steps at the decode step's roofline plus the prefill's, for every rollout sampler
+  (two-stage: M steps for the previews, T for the completions)."""
+  step, prefill = records.get("decode_step"), records.get("prefill")
+  if step is None:
+    return 0.0
+  steps = s.preview + s.new_tokens
+  return steps * step.roofline_s(hw) + (prefill.roofline_s(hw) if prefill else 0.0)
+
+
+def compile_step(cfg, mesh, hw: Hardware, where: str, log=print, config_name: str = "") -> Report:
+  """Compiles every program of one RL step of ``cfg`` on ``mesh`` (module doc)."""
+  s = programs.shapes(cfg, mesh)
+  gather_shapes = param_shapes(s.params, mesh)
+  records = {}
+
+  def run(p: programs.Program):
+    compiled, lowered, rec = compile_one(p, mesh, gather_shapes, where)
+    records[p.name] = rec
+    log(
+      f"  {p.name:<22} compiled in {rec.compile_s:6.1f} s (lowered {rec.lower_s:5.1f} s), "
+      f"temp {rec.memory['temp'] / 2**30:7.2f} GiB, args {rec.memory['argument'] / 2**30:7.2f} GiB"
+    )
+    return compiled, lowered
+
+  for p in programs.step_programs(s):
+    run(p)
+  if cfg.sampling.engine == "jax":
+    rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
+    slots = s.prompt + s.preview + s.new_tokens
+    wide = dataclasses.replace(s, prompt=s.prompt + s.preview)
+    compiled, lowered = run(programs.prefill_program(wide, rows, slots))
+    cache_shapes = lowered.out_info[1]
+    cache = programs.abstract(cache_shapes, compiled.output_shardings[1])
+    run(programs.decode_step_program(s, rows, cache))
+  _, state, _ = programs.train_state(s)
+  rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
+  return Report(
+    config=config_name,
+    target=where,
+    hardware=hw,
+    mesh_shape=tuple(mesh.devices.shape),
+    records=list(records.values()),
+    state_bytes=state_bytes(state),
+    rollout_s=rollout_seconds(records, s, hw),
+    sample_rows=rows,
+    new_tokens=s.new_tokens,
+  )
+
+
+def _gib(b: float) -> str:
+  return f"{b / 2**30:.2f}"
+
+
+def markdown(report: Report) -> str:
+  """The report as Markdown: a summary line, one row per program, its collectives."""
+  hw = report.hardware
+  mesh = "×".join(map(str, report.mesh_shape))
+  lines = [
+    f"**{report.config or 'config'}** on {hw.name} (mesh data×fsdp×tensor = {mesh}): "
+    f"resident state {_gib(report.state_bytes)} GiB, step peak {_gib(report.peak_bytes)} GiB "
+    f"of {_gib(hw.hbm_bytes)} GiB per chip: **{'fits' if report.fits else 'does not fit'}** "
+    f"(≤ {FIT_FRACTION:.0%}); step roofline {report.step_s():.1f} s "
+    f"(rollout {report.rollout_s:.1f} s), {report.tokens_per_s_per_chip(0.4):,.0f} sampled "
+    "tokens/s/chip at 40% MFU",
+    "",
+    "| program | compile s | args GiB | out GiB | temp GiB | extra GiB | XLA TFLOP | model "
+    "TFLOP | ratio | roofline s | all-gather | reduce-scatter | all-reduce | all-to-all | "
+    "permute | param gathers in loops |",
+    "|---|" + "---:|" * 14 + "---|",
+  ]
+  for r in report.records:
+    m = r.memory
+    ratio = f"{r.flops / r.model_flops:.2f}" if r.model_flops else "–"
+    coll = [
+      f"{int(c['count'])} / {_gib(c['bytes'])}"
+      for c in (r.hlo.collectives[k] for k in hlo.COLLECTIVES)
+    ]
+    name = f"{r.name} (analysis)" if r.analysis else r.name
+    lines.append(
+      f"| {name} | {r.compile_s:.1f} | {_gib(m['argument'])} | {_gib(m['output'])} | "
+      f"{_gib(m['temp'])} | {_gib(r.extra(report.state_bytes))} | {r.flops / 1e12:.3g} | "
+      f"{r.model_flops / 1e12:.3g} | {ratio} | {r.roofline_s(hw):.3g} | "
+      + " | ".join(coll)
+      + f" | {len(r.param_gathers_in_loop)} |"
+    )
+  lines.append("")
+  lines.append("Collectives: count / GiB per device, loops weighed by their trip counts.")
+  return "\n".join(lines)
+
+
+def write(report: Report, out_dir) -> tuple:
+  """``compiled.json`` and ``compiled.md`` under ``out_dir`` (``<workdir>/plan``)."""
+  from etils import epath  # noqa: PLC0415
+
+  out = epath.Path(out_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  js, md = out / "compiled.json", out / "compiled.md"
+  js.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+  md.write_text(markdown(report) + "\n")
+  return js, md
+
+
+def compile_config(cfg, target: str = "auto", topology: str = "", log=print, name: str = ""):
+  """``launch.py --mode=compile``: the :class:`Report` of ``cfg``'s step on ``--target`` (a
+  named slice, 'cpu' / 'auto': this host's devices) or ``--topology``. Raises ValueError for an
+  unknown target or a mesh the slice cannot hold, RuntimeError without libtpu, CompileError
+  naming a program that fails."""
+  from grpo_jax.config import views  # noqa: PLC0415
+  from grpo_jax.planning import topology as topology_lib  # noqa: PLC0415
+
+  cfg = views.build(cfg)
+  where = topology_lib.resolve(target, topology)
+  if where.topology:
+    devices = topology_lib.tpu_devices(where.topology)
+    hw = dataclasses.replace(where.hardware, chips=len(devices))
+  else:
+    devices = jax.devices()
+    hw = topology_lib.local_hardware(len(devices))
+  mesh = shard_lib.make_mesh(cfg.mesh, devices)
+  rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
+  if rows % shard_lib.batch_size_multiple(mesh):
+    raise ValueError(
+      f"B·G = {rows} rows do not split over data·fsdp = {shard_lib.batch_size_multiple(mesh)} "
+      f"devices of {where.name}"
+    )
+  log(f"compiling {name or 'the config'} for {hw.name}, mesh {dict(mesh.shape)}")
+  return compile_step(cfg, mesh, hw, hw.name, log, name)
+
+
+__all__ = [
+  "CompileError",
+  "Record",
+  "Report",
+  "compile_config",
+  "compile_step",
+  "markdown",
+  "write",
+]

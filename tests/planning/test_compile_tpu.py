@@ -1,0 +1,148 @@
+"""The TPU compile tier: the tiny config's programs compiled for real TPU topologies from this
+CPU host (libtpu from the ``[tpu]`` extra; skipped without it, and an error without it when
+GRPO_REQUIRE_LIBTPU=1, as .ci/run sets in its own virtualenv for this tier)."""
+
+import json
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from grpo_jax import sharding as shard_lib
+from grpo_jax.config import files, views
+from grpo_jax.planning import compiled, hlo, programs, topology
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = os.path.join(ROOT, "configs", "tiny_test.py")
+FSDP_TP = ("mesh.data=1", "mesh.fsdp=2", "mesh.tensor=2")
+TWO_STAGE = ("strategy.enabled=True", "strategy.num_previews=2", "strategy.max_preview_tokens=4")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _libtpu():
+  try:
+    import libtpu  # noqa: F401
+  except ImportError:
+    reason = "libtpu is not installed: pip install -e '.[tpu]' compiles for TPU topologies"
+    if os.environ.get("GRPO_REQUIRE_LIBTPU") == "1":
+      pytest.fail(f"GRPO_REQUIRE_LIBTPU=1 but {reason}")
+    pytest.skip(reason)
+
+
+def _setup(topo: str, overrides=()):
+  cfg = views.build(files.load(TINY, list(overrides)))
+  mesh = shard_lib.make_mesh(cfg.mesh, topology.tpu_devices(topo))
+  s = programs.shapes(cfg, mesh)
+  return s, compiled.param_shapes(s.params, mesh)
+
+
+def _compile(p, s, shapes):
+  return compiled.compile_one(p, s.mesh, shapes, "test")[2]
+
+
+def tpu_bytes(shape, dtype) -> int:
+  """An array's bytes in TPU memory: the two minor dimensions in (8·4/itemsize, 128) tiles (in
+  whichever order pads less: XLA picks the layout), vectors and scalars in 128-element tiles."""
+  item = np.dtype(dtype).itemsize
+  up = lambda x, m: -(-x // m) * m
+  if len(shape) <= 1:
+    return up(max(1, math.prod(shape)), 128) * item
+  *lead, a, b = shape
+  sub = 8 * max(1, 4 // item)
+  return math.prod(lead) * min(up(a, sub) * up(b, 128), up(b, sub) * up(a, 128)) * item
+
+
+def sharded_bytes(tree) -> int:
+  return sum(tpu_bytes(x.sharding.shard_shape(x.shape), x.dtype) for x in jax.tree.leaves(tree))
+
+
+@pytest.mark.parametrize(
+  "topo, overrides",
+  [
+    ("v5e:2x2", ()),
+    ("v5p:2x2x1", FSDP_TP),
+    ("v5e:2x2", ("loss.kl_coef=0.1",)),
+    ("v5p:2x2x1", ("loss.pack=True", "loss.micro_batch_size=8")),
+    ("v5e:2x2", TWO_STAGE),
+  ],
+)
+def test_update_arguments_are_the_sharded_state_and_batch(topo, overrides):
+  s, shapes = _setup(topo, overrides)
+  p = programs.update_program(s)
+  state, batch = p.args
+  # jax drops an argument the program never reads: accuracy_N is HA-DW's, off here.
+  want = sharded_bytes(state) + sharded_bytes(batch.replace(accuracy_N=None))
+  assert _compile(p, s, shapes).memory["argument"] == want
+  # The same state replicated would be larger on a split mesh: the bytes see the shardings.
+  if "mesh.tensor=2" in overrides:
+    replicated = jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=shard_lib.replicated(s.mesh)),
+      state,
+    )
+    assert sharded_bytes(replicated) > sharded_bytes(state)
+
+
+def test_replicated_update_gathers_no_parameter():
+  s, shapes = _setup("v5e:2x2")  # data 4: parameters replicated
+  assert _compile(programs.update_program(s), s, shapes).param_gathers == ()
+  s, shapes = _setup("v5e:2x2", ("mesh.data=1", "mesh.fsdp=4"))  # FSDP: the update gathers
+  assert len(_compile(programs.update_program(s), s, shapes).param_gathers) > 0
+
+
+@pytest.mark.parametrize("rules, gathers", [("sample", False), ("train", True)])
+def test_decode_loop_of_fsdp_config_gathers_no_parameter(rules, gathers):
+  overrides = ("mesh.data=1", "mesh.fsdp=4", f"mesh.sample_rules={rules}")
+  s, shapes = _setup("v5e:2x2", overrides)
+  B, G = s.cfg.sampling.prompts_per_step, s.cfg.sampling.group_size
+  rec = _compile(programs.rollout_programs(s, "sample", B, G)[0], s, shapes)
+  # The sampler layout (weights over tensor only) reads local weights at every decoded token;
+  # the train layout (weights over fsdp) would gather them inside the decode loop.
+  assert bool(rec.param_gathers_in_loop) is gathers
+  assert any(lp.how == "bounded" for lp in rec.hlo.loops)  # the decode loops stop early
+
+
+def test_loop_flops_weigh_trip_counts_on_tpu_hlo():
+  """jax.grad of a 5-step scan of x ← tanh(x·W): 3 matmuls a step (forward, and the backward's
+  two), each 2·16·256·256 FLOPs on each of the 4 devices' 16 rows."""
+  mesh = jax.sharding.Mesh(np.asarray(topology.tpu_devices("v5e:2x2")).reshape(4), ("data",))
+
+  def loss(w, x):
+    y, _ = jax.lax.scan(lambda c, _: (jnp.tanh(c @ w), None), x, None, length=5)
+    return jnp.sum(y)
+
+  spec = jax.sharding.PartitionSpec
+  w = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=jax.NamedSharding(mesh, spec()))
+  x = jax.ShapeDtypeStruct((64, 256), jnp.float32, sharding=jax.NamedSharding(mesh, spec("data")))
+  text = jax.jit(jax.grad(loss)).lower(w, x).compile().as_text()
+  stats = hlo.analyze(text)
+  assert stats.matmul_flops == 5 * 3 * 2 * 16 * 256 * 256
+  assert stats.matmul_flops_once == 3 * 2 * 16 * 256 * 256
+  assert stats.collectives["all-reduce"]["count"] == 1  # the weight's gradient, once
+
+
+@pytest.mark.parametrize(
+  "topo, overrides",
+  [("v5e:2x2", ()), ("v5p:2x2x1", (*FSDP_TP, *TWO_STAGE, "loss.kl_coef=0.1", "loss.pack=True"))],
+)
+def test_whole_step_compiles_and_reports(topo, overrides, tmp_path):
+  cfg = files.load(TINY, list(overrides))
+  report = compiled.compile_config(cfg, topology=topo, log=lambda *_: None, name="tiny")
+  names = [r.name for r in report.records]
+  two = "strategy.enabled=True" in overrides
+  samplers = ["sample_previews", "sample_completions"] if two else ["sample"]
+  evals = ["eval_sample"]
+  assert names == ["reshard", *samplers, "update", *evals, "prefill", "decode_step"]
+  assert report.fits and report.hardware.chips == 4
+  update = report.record("update")
+  # The model's FLOPs and XLA's agree to the padding and the masked half of attention.
+  assert 0.9 < update.flops / update.model_flops < 1.6
+  # The peak counts the resident state once plus the largest program's extra bytes.
+  extra = max(r.extra(report.state_bytes) for r in report.records if not r.analysis)
+  assert report.peak_bytes == report.state_bytes + extra
+  js, md = compiled.write(report, tmp_path / "plan")
+  data = json.loads(js.read_text())
+  assert [p["name"] for p in data["programs"]] == names
+  assert data["fits"] is True and "| update |" in md.read_text()
