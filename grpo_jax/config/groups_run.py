@@ -32,8 +32,20 @@ class Model(View):
   param_dtype: str = spec("float32", choices=DTYPES, doc="parameter dtype")
   remat: str = spec(
     "none",
-    choices=("dots", "full", "none"),
-    doc="recompute each layer's activations in the backward pass",
+    choices=("dots_saveable", "dots_with_no_batch_dims_saveable", "full", "none", "offload"),
+    doc=(
+      "recompute each layer's activations in the backward pass: full keeps only the layer "
+      "input, dots_saveable also every matmul output, dots_with_no_batch_dims_saveable the "
+      "projections' outputs, offload moves the layer input to host memory "
+      "(grpo_jax/models/remat.py)"
+    ),
+  )
+  scan_layers: bool = spec(
+    False,
+    doc=(
+      "stack the decoder layers' params along a leading axis and run them with one lax.scan "
+      "(compiled once, not once per layer)"
+    ),
   )
   logps_vocab_chunk: int = spec(
     0,

@@ -6,6 +6,7 @@ from grpo_jax.models.families import FAMILIES, Family, get_family
 from grpo_jax.models.gguf_io import load_gguf, load_gguf_config
 from grpo_jax.models.hf_config import from_hf_config, load_hf_config, to_hf_config
 from grpo_jax.models.hf_io import HFModel, abstract_params, hf_name, load_hf, save_hf
+from grpo_jax.models.layer_stack import stack_layers, unstack_layers
 from grpo_jax.models.logprobs import Window, logps_from_logits, token_logps
 from grpo_jax.models.model_config import ModelConfig
 from grpo_jax.models.presets import PRESETS
@@ -43,7 +44,9 @@ __all__ = [
   "logps_from_logits",
   "positions_from_mask",
   "save_hf",
+  "stack_layers",
   "to_hf_config",
   "token_logps",
+  "unstack_layers",
   "Window",
 ]

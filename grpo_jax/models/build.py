@@ -14,6 +14,7 @@ from flax import nnx
 
 from grpo_jax.models.gguf_io import load_gguf, load_gguf_tokenizer
 from grpo_jax.models.hf_io import HFModel, load_hf
+from grpo_jax.models.layer_stack import stack_layers
 from grpo_jax.models.model_config import ModelConfig
 from grpo_jax.models.presets import PRESETS
 from grpo_jax.models.transformer import Transformer, init_params
@@ -45,7 +46,9 @@ def policy_config(model_cfg, vocab_size: int | None = None) -> ModelConfig:
     return ModelConfig.from_config(model_cfg, vocab_size=vocab_size)
   if preset not in PRESETS:
     raise ValueError(f"unknown model.preset '{preset}'; available: {sorted(PRESETS)}")
-  cfg = dataclasses.replace(PRESETS[preset], remat=model_cfg.remat)
+  cfg = dataclasses.replace(
+    PRESETS[preset], remat=model_cfg.remat, scan_layers=model_cfg.scan_layers
+  )
   if model_cfg.vocab_size > 0:
     cfg = dataclasses.replace(cfg, vocab_size=model_cfg.vocab_size)
   return cfg
@@ -71,10 +74,10 @@ def build_policy(cfg, vocab_size: int | None = None) -> tuple[nnx.GraphDef, dict
         f"checkpoint {hf_path} has vocab_size {model.config.vocab_size}, smaller than the task "
         f"tokenizer's {vocab_size}"
       )
-    remat = m.remat
-    if remat == model.config.remat:
-      return model.graphdef, model.params
-    return abstract_graphdef(dataclasses.replace(model.config, remat=remat)), model.params
+    # The checkpoint's layout is unrolled; scan_layers stacks it (layer_stack.py).
+    model_cfg = dataclasses.replace(model.config, remat=m.remat, scan_layers=m.scan_layers)
+    params = stack_layers(model.params) if m.scan_layers else model.params
+    return abstract_graphdef(model_cfg), params
   model_cfg = policy_config(m, vocab_size)
   if vocab_size is not None and model_cfg.vocab_size < vocab_size:
     raise ValueError(

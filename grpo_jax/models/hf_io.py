@@ -6,7 +6,8 @@ the device(s) of its target sharding, transposed (torch ``Linear.weight`` is (ou
 is read, so peak host memory is about the largest single tensor, not the model. On a mesh each
 process reads only the slices its own devices hold (``read_slice``), so the hosts of a pod
 share the reading instead of each reading the whole checkpoint. Saving fetches one parameter
-at a time the same way. Names follow the table in ``transformer.py``.
+at a time the same way. Names follow the table in ``transformer.py``; stacked layers
+(``scan_layers``, ``layer_stack.py``) are read per layer and stacked, written one layer at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from grpo_jax.models import hf_config
+from grpo_jax.models.layer_stack import LAYERS, is_stacked, stack_layers
 from grpo_jax.models.model_config import ModelConfig
 from grpo_jax.models.safetensors_io import CheckpointReader, write_checkpoint
 from grpo_jax.models.transformer import Transformer, forward
@@ -77,11 +79,10 @@ def hf_name(path: Path) -> tuple[str, bool]:
 
 
 def hf_names(params: dict) -> dict[str, tuple[Path, bool]]:
-  """HF name → (our key path, transposed) for every leaf of ``params``."""
-  flat = jax.tree_util.tree_flatten_with_path(params)[0]
+  """HF name → (our unrolled key path, transposed) for every parameter (one per layer of a
+  stacked leaf, ``layer_stack.py``)."""
   out = {}
-  for kp, _ in flat:
-    path = tuple(_key(k) for k in kp)
+  for path, _ in _flat(params):
     name, transposed = hf_name(path)
     out[name] = (path, transposed)
   return out
@@ -156,6 +157,12 @@ def load_params(
   in :func:`load_hf`: with no sharding a tensor is read whole, else each process reads the
   slices its addressable devices hold.
   """
+  if cfg.scan_layers:  # read unrolled (HF's per-layer tensors), then stack
+    unrolled = dataclasses.replace(cfg, scan_layers=False)
+    _, params = load_params(unrolled, source, where, mesh, _per_layer(shardings, cfg.num_layers))
+    params = stack_layers(params)
+    graphdef = abstract_params(cfg)[0]
+    return graphdef, params if shardings is None else jax.device_put(params, shardings)
   graphdef, abstract = abstract_params(cfg)
   if shardings is None:
     target = NamedSharding(mesh, P()) if mesh is not None else None
@@ -179,6 +186,20 @@ def load_params(
     return _converter(transposed, str(leaf.dtype), target)(raw).block_until_ready()
 
   return graphdef, jax.tree_util.tree_map_with_path(load_one, abstract)
+
+
+def _per_layer(shardings: dict | None, num_layers: int) -> dict | None:
+  """Unrolled shardings from stacked ones: each layer's leaf drops the stacked leading axis."""
+  if shardings is None:
+    return None
+
+  def drop_first(sharding):
+    if isinstance(sharding, NamedSharding):
+      return NamedSharding(sharding.mesh, P(*tuple(sharding.spec)[1:]))
+    return sharding
+
+  layer = jax.tree.map(drop_first, shardings[LAYERS], is_leaf=_is_sharding)
+  return {**shardings, LAYERS: dict.fromkeys(range(num_layers), layer)}
 
 
 def _read_raw(source, name: str, sharding) -> jax.Array:
@@ -220,7 +241,7 @@ def save_hf(
   cfg = model.config
   hf = hf_config.to_hf_config(cfg, like=model.hf_config)
   names = hf_names(model.params)
-  leaves = {p: x for p, x in _flat(model.params)}
+  leaves = dict(_flat(model.params))
   specs = {}
   for name, (p, transposed) in names.items():
     x = leaves[p]
@@ -250,10 +271,36 @@ def hf_arrays(params: dict):
 
 
 def _host(x, transposed: bool) -> np.ndarray:
-  x = np.asarray(jax.device_get(x))
+  x = np.asarray(jax.device_get(x.get() if isinstance(x, _LayerSlice) else x))
   return x.T if transposed else x
 
 
+@dataclasses.dataclass(frozen=True)
+class _LayerSlice:
+  """Layer ``i`` of a stacked leaf, sliced only when fetched (one layer's bytes at a time)."""
+
+  stacked: Any
+  i: int
+
+  @property
+  def shape(self) -> tuple[int, ...]:
+    return tuple(self.stacked.shape[1:])
+
+  @property
+  def dtype(self):
+    return self.stacked.dtype
+
+  def get(self):
+    return self.stacked[self.i]
+
+
 def _flat(params: dict):
+  """(unrolled key path, leaf) of every parameter: a stacked leaf gives one lazy slice per layer."""
+  stacked = is_stacked(params)
   for kp, x in jax.tree_util.tree_flatten_with_path(params)[0]:
-    yield tuple(_key(k) for k in kp), x
+    path = tuple(_key(k) for k in kp)
+    if stacked and path[0] == LAYERS:
+      for i in range(x.shape[0]):
+        yield (LAYERS, i, *path[1:]), _LayerSlice(x, i)
+    else:
+      yield path, x

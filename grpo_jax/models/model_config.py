@@ -46,9 +46,12 @@ class ModelConfig:
   attention_bias: bool = False  # biases on q/k/v/o projections
   mlp_bias: bool = False  # biases on gate/up/down (Llama's mlp_bias)
   max_position_embeddings: int = 32_768  # only recorded (written back to config.json)
-  # Rematerialisation of each decoder layer in the backward pass: none | full (keep only the
-  # layer inputs) | dots (also keep matmul outputs without batch dims). Sampling never remats.
+  # Rematerialisation of each decoder layer in the backward pass (remat.py): none | full |
+  # dots_saveable | dots_with_no_batch_dims_saveable | offload. Sampling never remats.
   remat: str = "none"
+  # Layer params stacked along a leading num_layers axis, the uncached pass one lax.scan
+  # (layer_stack.py).
+  scan_layers: bool = False
   # Layout of the matmuls (same numbers within rounding, different programs; set in code, not
   # in the experiment config). flatten_matmuls: (B, L, D) activations meet the weights as one
   # (B·L, D) GEMM, whose backward XLA:CPU runs much faster than a 3-D dot_general's.
@@ -97,6 +100,15 @@ class ModelConfig:
     if self.layer_type(i) == "sliding_attention":
       return self.sliding_rope_theta or self.rope_theta, self.sliding_rope_scaling
     return self.rope_theta, self.rope_scaling
+
+  def layer_kinds(self) -> tuple[tuple[int, tuple], ...]:
+    """The distinct (window, (rope theta, scaling)) of the layers, in order of appearance."""
+    kinds = ((self.window(i), self.layer_rope(i)) for i in range(self.num_layers))
+    return tuple(dict.fromkeys(kinds))
+
+  def layer_kind(self, i: int) -> int:
+    """Index of layer i's (window, rope) in ``layer_kinds``."""
+    return self.layer_kinds().index((self.window(i), self.layer_rope(i)))
 
   def window(self, i: int) -> int:
     """Layer i's sliding window (0 = full causal attention)."""
@@ -152,4 +164,5 @@ class ModelConfig:
       param_dtype=model_cfg.param_dtype,
       family=family,
       remat=model_cfg.remat,
+      scan_layers=model_cfg.scan_layers,
     )

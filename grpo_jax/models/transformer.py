@@ -21,7 +21,9 @@ same name (``hf_io.hf_names`` is the executable form of this table).
   lm_head.kernel (D, V), only if untied          lm_head.weight.T
 
 ``layers`` is keyed by int; a checkpoint round trip may turn the keys into strings, which
-``nnx.merge`` accepts as well.
+``nnx.merge`` accepts as well. With ``ModelConfig.scan_layers`` the layers are one subtree
+``layers.<name>`` of leaves stacked along a leading num_layers axis, run by ``jax.lax.scan``
+(``layer_stack.py``: the layout, ``stack_layers`` / ``unstack_layers``).
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from grpo_jax.models import layer_stack
 from grpo_jax.models.layers import DecoderLayer, flat_matmul, linear, rms_norm
 from grpo_jax.models.model_config import ModelConfig
+from grpo_jax.models.remat import named_input, remat_policy
 from grpo_jax.sharding.rules import constrain
 
 
@@ -52,7 +56,9 @@ class Transformer(nnx.Module):
       embedding_init=jax.nn.initializers.normal(D**-0.5),
       rngs=rngs,
     )
-    self.layers = nnx.List([DecoderLayer(cfg, i, rngs=rngs) for i in range(cfg.num_layers)])
+    layers = [DecoderLayer(cfg, i, rngs=rngs) for i in range(cfg.num_layers)]
+    # Scanned: one DecoderLayer whose parameters have a leading num_layers axis (layer_stack.py).
+    self.layers = layer_stack.stack_modules(layers) if cfg.scan_layers else nnx.List(layers)
     self.norm = rms_norm(cfg, D)
     self.lm_head = None if cfg.tie_embeddings else linear(cfg, D, cfg.vocab_size, rngs)
 
@@ -67,11 +73,17 @@ class Transformer(nnx.Module):
     ``kv_idx > q_idx - W`` over cache positions).
     """
     x_BxLxD = constrain(self.embed_tokens(tokens_BxL))
-    new_kvs = []
     # Rematerialised when differentiated: uncached, or cached at a static slot (the shared-prompt
     # forward, ``shared_prompt.py``); never in the sampler's decode loop (a traced slot).
     remat = self.cfg.remat != "none" and (kv_caches is None or isinstance(cache_index, int))
-    for i, layer in enumerate(self.layers):
+    if self.cfg.scan_layers and kv_caches is None:
+      x_BxLxD, kvs = self._scanned(x_BxLxD, positions_BxL, mask_BxLxS, remat)
+      return self.norm(x_BxLxD), kvs
+    layers = self.layers
+    if self.cfg.scan_layers:  # cached: layer i's slice of the stacked params, one after another
+      layers = [self._layer(i) for i in range(self.cfg.num_layers)]
+    new_kvs = []
+    for i, layer in enumerate(layers):
       kv = None if kv_caches is None else kv_caches[i]
       # Uncached, the window is over RoPE positions: a packed row's segments restart them.
       positions = positions_BxL if kv_caches is None else None
@@ -85,6 +97,38 @@ class Transformer(nnx.Module):
       x_BxLxD = constrain(x_BxLxD)
       new_kvs.append(kv)
     return self.norm(x_BxLxD), tuple(new_kvs)
+
+  def _layer(self, i: int) -> DecoderLayer:
+    """Layer i of the stacked layers, with its own RoPE (a sliding layer's may differ)."""
+    return _with_rope(layer_stack.layer_at(self.layers, i), self.cfg.layer_rope(i))
+
+  def _scanned(self, x_BxLxD, positions_BxL, mask_BxLxS, remat: bool):
+    """The uncached layers as one ``lax.scan``, the per-layer (k, v) pairs unstacked from its
+    outputs. Layers of different kinds (window, RoPE: ``ModelConfig.layer_kinds``) take their
+    branch of a ``lax.switch`` on the scanned kind index."""
+    kinds = self.cfg.layer_kinds()
+    masks = [window_mask(mask_BxLxS, w, None, positions_BxL) for w, _ in kinds]
+
+    def layer_fn(layer, x_BxLxD, kind):
+      # One copy of the layer per kind, its RoPE set here (a switch branch may not mutate it).
+      graphdef, state = nnx.split(layer)
+      per_kind = [_with_rope(nnx.merge(graphdef, state), rope) for _, rope in kinds]
+
+      def branch(k: int):
+        return lambda x: per_kind[k](x, positions_BxL, masks[k])
+
+      if remat:
+        x_BxLxD = named_input(x_BxLxD)
+      if len(kinds) == 1:
+        x_BxLxD, kv = branch(0)(x_BxLxD)
+      else:
+        x_BxLxD, kv = jax.lax.switch(kind, [branch(k) for k in range(len(kinds))], x_BxLxD)
+      return constrain(x_BxLxD), kv
+
+    kind_n = jnp.array([self.cfg.layer_kind(i) for i in range(self.cfg.num_layers)], jnp.int32)
+    policy = remat_policy(self.cfg.remat) if remat else None
+    x_BxLxD, kvs = layer_stack.scan(layer_fn, self.layers, x_BxLxD, kind_n, policy, remat)
+    return x_BxLxD, layer_stack.unstack_kvs(kvs)
 
   def logits(self, h_BxLxD: jax.Array) -> jax.Array:
     """logits_BxLxV = h·W (W the tied embedding's transpose or lm_head's kernel), operands in
@@ -108,22 +152,21 @@ class Transformer(nnx.Module):
     return flat_matmul(unembed, h_BxLxD, self.cfg.flatten_matmuls)
 
 
-REMAT_POLICIES = {
-  "full": None,  # save nothing inside the layer
-  "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-}
+def _with_rope(layer: DecoderLayer, rope: tuple[float, tuple]) -> DecoderLayer:
+  """``layer`` with RoPE (theta, scaling pairs) ``rope``: a stacked layer carries layer 0's."""
+  layer.self_attn.rope_theta, layer.self_attn.rope_scaling = rope
+  return layer
 
 
 def _remat_layer(name: str, cache_index: int | None = None):
-  """A decoder-layer call whose activations are recomputed in the backward pass; a static
-  ``cache_index`` (or none) is closed over."""
-  if name not in REMAT_POLICIES:
-    raise ValueError(f"model.remat must be one of {['none', *REMAT_POLICIES]}, got '{name}'")
+  """A decoder-layer call whose activations are recomputed in the backward pass (``remat.py``);
+  a static ``cache_index`` (or none) is closed over."""
+  policy = remat_policy(name)
 
   def call(layer, x_BxLxD, positions_BxL, mask_BxLxS, kv):
-    return layer(x_BxLxD, positions_BxL, mask_BxLxS, kv, cache_index)
+    return layer(named_input(x_BxLxD), positions_BxL, mask_BxLxS, kv, cache_index)
 
-  return nnx.remat(call, policy=REMAT_POLICIES[name])
+  return nnx.remat(call, policy=policy)
 
 
 def window_mask(

@@ -18,7 +18,10 @@ Two steps, as in flax's ``transformer_cfg.py`` / tunix's ``ShardingConfig`` / ma
 
    The match is on the path's tail, so optimizer moments (``opt_state…mu.layers.0…``), the
    reference model (``ref_params…``) and gradients get the axes of their parameter. Anything
-   else (step, RNG, HA-DW anchor, optimizer counts) has no logical axes: replicated.
+   else (step, RNG, HA-DW anchor, optimizer counts) has no logical axes: replicated. Stacked
+   layers (``model.scan_layers``: ``layers.self_attn.q_proj.kernel`` (n, D, H·Dh)) get the
+   logical name ``layers`` in front, mapped to None in every preset: each device holds its
+   slice of every layer, as unrolled.
 
 2. ``Rules``: logical name → mesh axis (or tuple of axes, or None). ``TRAIN`` is FSDP × TP
    (``embed`` over fsdp, heads / kv_heads / mlp / vocab over tensor: Megatron-style column /
@@ -78,6 +81,7 @@ TRAIN = Rules(
   "train",
   (
     ("batch", ("data", "fsdp")),
+    ("layers", None),
     ("embed", "fsdp"),
     ("vocab", "tensor"),
     ("heads", "tensor"),
@@ -95,6 +99,7 @@ SAMPLE = Rules(
   "sample",
   (
     ("batch", ("data", "fsdp")),
+    ("layers", None),
     ("embed", None),
     ("vocab", "tensor"),
     ("heads", "tensor"),
@@ -107,7 +112,7 @@ SAMPLE = Rules(
 )
 
 # Pure data parallelism (the previous behaviour): everything but batch rows replicated.
-REPLICATED = Rules("replicated", (("batch", ("data", "fsdp")),))
+REPLICATED = Rules("replicated", (("batch", ("data", "fsdp")), ("layers", None)))
 
 PRESETS = {r.name: r for r in (TRAIN, SAMPLE, REPLICATED)}
 
@@ -136,11 +141,19 @@ def path_str(path) -> str:
   return ".".join(parts)
 
 
+# A stacked layer leaf: ``layers.`` followed by a module name, not a layer index.
+_STACKED = r"(^|\.)layers\.[A-Za-z_]"
+
+
 def logical_axes(path: str, ndim: int) -> tuple[str | None, ...]:
   """The logical axis name of each dimension of the leaf at ``path`` (None = no name)."""
+  stacked = re.search(_STACKED, path) is not None
   for pattern, axes in _PARAM_PATTERNS:
-    if re.search(pattern, path) and len(axes) == ndim:
-      return axes
+    if re.search(pattern, path):
+      if stacked and len(axes) + 1 == ndim:
+        return ("layers", *axes)
+      if len(axes) == ndim:
+        return axes
   return (None,) * ndim
 
 

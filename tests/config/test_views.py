@@ -59,7 +59,7 @@ def test_build_gives_frozen_typed_views():
     ("loss.aggregation=mean", "loss.aggregation.*'token_mean'"),
     ("loss.kl_estimator=k4", "loss.kl_estimator.*'k3'"),
     ("strategy.source=cache", "strategy.source.*'online', 'presampled'"),
-    ("model.remat=some", "model.remat.*'dots'"),
+    ("model.remat=some", "model.remat.*'dots_saveable', 'dots_with_no_batch_dims_saveable'"),
     ("model.dtype=fp16", "model.dtype"),
     ("mesh.train_rules=fsdp", "mesh.train_rules.*'replicated'"),
     # Ranges and counts.

@@ -67,7 +67,7 @@ def test_shared_prompt_gives_the_per_row_logps_entropies_and_gradients(family, k
   assert rel_diff(grad(1), grad(4)) < 1e-5
 
 
-@pytest.mark.parametrize("remat", ["full", "dots"])
+@pytest.mark.parametrize("remat", ["full", "dots_with_no_batch_dims_saveable"])
 def test_shared_prompt_with_remat_and_vocabulary_chunks(remat, rel_diff):
   graphdef, params = _model(remat=remat)
   tokens, mask = _batch(num_runs=2, share=3)
