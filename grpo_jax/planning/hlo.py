@@ -250,7 +250,7 @@ def _windows(attrs: str, ndim: int) -> list[Window]:
   fields = dict(kv.split("=", 1) for kv in m.group(1).split()) if m else {}
   out = []
   for d in range(ndim):
-    pick = lambda key, default: int(fields[key].split("x")[d]) if key in fields else default
+    pick = lambda key, default, d=d: int(fields[key].split("x")[d]) if key in fields else default
     pad = fields["pad"].split("x")[d].split("_") if "pad" in fields else ("0", "0")
     out.append(
       Window(

@@ -135,7 +135,6 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
   _, params = abstract_params(model)
   opt = jax.eval_shape(optax.adamw(1e-6).init, params)
   train = lambda t: rules_lib.tree_shardings(t, rules_lib.TRAIN, mesh)
-  sample = rules_lib.tree_shardings(params, rules_lib.SAMPLE, mesh)
   p_bytes = _device_bytes(params, train(params))
   # What the reference model keeps and the sampler reads: matrices in the compute dtype.
   cast = jax.eval_shape(lambda p: compute_params(p, model.dtype), params)
@@ -163,9 +162,9 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
     "optimizer": _device_bytes(opt, train(opt)),
     "gradients": p_bytes,
     "reference": cast_train if work.reference else 0,
-    # The masters resharded for sampling (fsdp > 1), and the sampler's compute-dtype copy.
-    "sampler_params": (_device_bytes(params, sample) if (fsdp > 1) else 0)
-    + (_device_bytes(cast, cast_sample) if narrowed else 0),
+    # The sampler's copy: the masters cast to the compute dtype, then moved to the sampler
+    # layout (``sampling.weights``); none when that is the masters themselves.
+    "sampler_params": _device_bytes(cast, cast_sample) if (narrowed or fsdp > 1) else 0,
     "kv_cache": kv,
     "activations": saved + working + logits,
   }

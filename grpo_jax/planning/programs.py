@@ -37,6 +37,7 @@ from grpo_jax.planning import dry_run
 from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.sampling import kv_cache, sampler
 from grpo_jax.sampling.policy import SampleSettings
+from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.strategy import layout
 from grpo_jax.train.optimizer import make_optimizer
 from grpo_jax.train.packing import Packer
@@ -148,9 +149,11 @@ def _rows(s: Shapes, n: int, width: int, dtype=jnp.int32):
 
 
 def sampler_params(s: Shapes):
-  """The masters in the sampler layout (``mesh.sample_rules``), as ``loop.draw`` hands them."""
+  """The sampler's copy (``sampling.weights``): the masters in the compute dtype, in the sampler
+  layout (``mesh.sample_rules``), as ``loop.draw`` hands them."""
   rules = shard_lib.rules_for(s.cfg.mesh, "sample")
-  return abstract(s.params, shard_lib.state_shardings(s.params, s.mesh, rules))
+  cast = jax.eval_shape(lambda p: compute_params(p, s.cfg.model.dtype), s.params)
+  return abstract(cast, shard_lib.state_shardings(cast, s.mesh, rules))
 
 
 def sample_program(s: Shapes, name: str, rows: int, prompt: int, new: int, group: int) -> Program:
@@ -203,9 +206,10 @@ def _eval_cfg(cfg):
 
 
 def reshard_program(s: Shapes) -> Program:
+  """The masters' move to the sampler's copy (``loop.setup``'s ``to_sampler``)."""
   train = shard_lib.state_shardings(s.params, s.mesh, shard_lib.rules_for(s.cfg.mesh))
-  sample = sampler_params(s)
-  fn = jax.jit(lambda p: p, out_shardings=jax.tree.map(lambda x: x.sharding, sample))
+  shardings = jax.tree.map(lambda x: x.sharding, sampler_params(s))
+  fn = sampler_copy(s.cfg.model.dtype, shardings)
   return Program("reshard", fn, (abstract(s.params, train),), {}, 0.0)
 
 
@@ -294,10 +298,7 @@ def prefill_program(s: Shapes, rows: int, slots: int) -> Program:
 def decode_step_program(s: Shapes, rows: int, cache) -> Program:
   """One decode step at a full cache (``cache``: abstract, laid out as the prefill leaves it),
   reading the weights in the compute dtype as the sampler's loop does."""
-  dtype = s.model.compute_dtype
-  params = sampler_params(s)
-  cast = jax.eval_shape(lambda p: compute_params(p, dtype), s.params)
-  params_c = abstract(cast, jax.tree.map(lambda x: x.sharding, params))
+  params_c = sampler_params(s)
   token = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=shard_lib.batch_sharding(s.mesh))
 
   def step(params_c, token_N, cache):

@@ -28,6 +28,7 @@ from grpo_jax.rollout.one_stage import OneStageRollout, build_rollout
 from grpo_jax.rollout.overlap import Prefetcher
 from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
+from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.sharding import distributed
 from grpo_jax.train import plots, profile, step_metrics
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
@@ -62,6 +63,8 @@ class Setup:
   state_shapes: dict
   state_shardings: dict
   sample_shardings: dict
+  # params -> the sampler's copy: compute dtype, sampler layout (``sampling.weights``)
+  to_sampler: object
 
 
 def setup(cfg, log=print) -> Setup:
@@ -101,6 +104,7 @@ def setup(cfg, log=print) -> Setup:
     state_shapes,
     state_shardings,
     sample_shardings,
+    sampler_copy(cfg.model.dtype, sample_shardings),
   )
 
 
@@ -120,7 +124,8 @@ def _evaluator(cfg, s: Setup, workdir: epath.Path):
     if distributed.agree(all(p.exists() for p in paths)):  # one decision for all processes
       return {n: json.loads(p.read_text()) for n, p in zip(sets, paths)}
     sc = cfg.sampling
-    policy = eval_policy(s.graphdef, params, s.mesh, cfg.eval, sc.max_new_tokens, sc.decode_slots)
+    weights = s.to_sampler(params)  # the sampler layout: no weight gather at every token
+    policy = eval_policy(s.graphdef, weights, s.mesh, cfg.eval, sc.max_new_tokens, sc.decode_slots)
     # Multi-host: every process evaluates, process 0 writes.
     out_dir = workdir if distributed.is_primary() else None
     return loop.evaluate_benchmarks(policy, sets, rng, out_dir, step)
@@ -267,7 +272,7 @@ def train(
     source = profile.band_source(cfg, workdir, at)
     if profile_only or (not source.exists() and not cfg.data.pass_rate_file):
       source = profile.profile_path(workdir, at)
-      sample_params = shard_lib.reshard(state["params"], s.sample_shardings)
+      sample_params = s.to_sampler(state["params"])
       rows = profile.Profiler(cfg, task, mesh, graphdef).run(sample_params, source, at)
       log(pass_rates.level_table(rows, G, cfg.data.pass_rate_band or None))
     if profile_only:
@@ -302,7 +307,7 @@ def train(
   def draw(cursor: int, key, params):
     """One step's batch from data position ``cursor`` (DAPO shaping around the rollout,
     METHODS §4: dynamic sampling, overlong filter/penalty)."""
-    sample_policy = policy.replace(params=shard_lib.reshard(params, s.sample_shardings))
+    sample_policy = policy.replace(params=s.to_sampler(params))
     rollout_fn = lambda problems, rng, p=sample_policy: rollout(p, problems, rng)
     return dynamic_sampling.sample_batch(
       # Multi-host: each process samples and grades only its own prompts' rows.
@@ -316,7 +321,7 @@ def train(
 
   # rollout.off_policy_steps = 1: the next step's batch is drawn, by a copy of the parameters
   # before this step's update, while the update runs (grpo_jax.rollout.overlap).
-  copy_params = lambda p: jax.device_put(p, s.sample_shardings, may_alias=False)
+  copy_params = sampler_copy(cfg.model.dtype, s.sample_shardings, fresh=True)
   prefetch = Prefetcher(draw, copy_params, cfg.rollout.off_policy_steps, workdir)
 
   # Loop.
@@ -368,7 +373,7 @@ def train(
       k = cfg.data.reprofile_every
       if k and (step + 1) % k == 0 and step + 1 < cfg.steps:  # the band follows the policy
         prefetch.wait()  # off-policy: the next batch is drawn from the band it started with
-        params_now = shard_lib.reshard(state["params"], s.sample_shardings)
+        params_now = s.to_sampler(state["params"])
         profiler = profile.Profiler(cfg, task, mesh, graphdef)
         band = profile.reprofile(profiler, params_now, workdir, step + 1, log)
         write_json(workdir / pass_rates.PROFILE_DIR / f"band_step{step + 1}.json", band)

@@ -113,7 +113,7 @@ def test_dry_run_param_bytes_match_real_parameters():
   """On one CPU device the abstract plan's parameter bytes equal the allocated ones."""
   cfg = config_file.load("configs/tiny_test.py")
   plan = dry_run.plan(cfg, num_devices=1)
-  _, params = models.build_policy(cfg, vocab_size=dry_run._widths(cfg)[2])
+  _, params = models.build_policy(cfg, vocab_size=dry_run.widths(cfg)[2])
   real = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params))
   assert plan.bytes["params"] == real
   assert 2 * real <= plan.bytes["optimizer"] <= 2 * real + 64  # two moments + a step count
