@@ -7,7 +7,8 @@ Per program (``grpo_jax.planning.programs``), per device:
   - ``cost_analysis()``: FLOPs and bytes accessed, which count a loop's body once, and
     ``grpo_jax.planning.hlo``'s matmul FLOPs and collectives weighed by their loops' trip counts;
   - the model's own FLOPs (``programs``: 2 · matmul params per token per forward pass, causal
-    attention, 3 passes a training step, the forward only for sampling) and XLA's against it;
+    attention, 3 passes a training step, the forward only for sampling) and the compiled
+    program's weighted matmul FLOPs against it;
   - the roofline seconds max(FLOPs / peak, bytes / HBM bandwidth), bytes scaled by the same trip
     counts as the FLOPs.
 
@@ -70,9 +71,10 @@ class Record:
 
   @property
   def flops(self) -> float:
-    """XLA's FLOPs with every loop weighed: the matmuls' weighted count, plus the other ops
-    as cost_analysis counts them (once)."""
-    return self.hlo.matmul_flops + max(0.0, self.xla_flops - self.hlo.matmul_flops_once)
+    """The compiled program's matmul FLOPs with every loop weighed by its trip count (the
+    element-wise rest, a few percent, is left out: cost_analysis counts it with loop bodies
+    once, and which of it sits in a loop is not known)."""
+    return self.hlo.matmul_flops
 
   @property
   def bytes_accessed(self) -> float:
@@ -193,6 +195,7 @@ class Report:
   rollout_s: float  # the step's sampling, from the decode step and prefill
   sample_rows: int
   new_tokens: int
+  formula: dict = dataclasses.field(default_factory=dict)  # name -> (formula, compiled) bytes
 
   @property
   def loop_records(self) -> list:
@@ -224,6 +227,25 @@ class Report:
     """Sampled tokens (B·G·T) per second per chip at a step time of :meth:`step_s` (mfu)."""
     return self.sample_rows * self.new_tokens / self.step_s(mfu) / self.hardware.chips
 
+  def decode(self) -> dict:
+    """One decoded token (the decode step at a full cache): the bytes XLA's cost analysis reads
+    against the weights and KV cache it holds (its arguments), and the collectives the
+    sampler's decode loops run, by kind, with the weight gathers among them."""
+    step = self.record("decode_step")
+    samplers = [r for r in self.loop_records if r.name.startswith("sample")]
+    if step is None or not samplers:
+      return {}
+    loops = {k: 0.0 for k in hlo.COLLECTIVES}
+    for r in samplers:
+      for k in hlo.COLLECTIVES:
+        loops[k] += r.hlo.collectives[k]["loop_count"]
+    return {
+      "bytes_per_token": step.xla_bytes,
+      "weights_and_kv_bytes": step.memory["argument"],
+      "loop_collectives": loops,
+      "weight_gathers_in_loops": sum(len(r.param_gathers_in_loop) for r in samplers),
+    }
+
   def to_dict(self, mfu: float = 0.4) -> dict:
     hw = self.hardware
     return {
@@ -240,6 +262,11 @@ class Report:
       "mfu": mfu,
       f"step_s_at_mfu_{mfu}": self.step_s(mfu),
       f"sampled_tokens_per_s_per_chip_at_mfu_{mfu}": self.tokens_per_s_per_chip(mfu),
+      "decode": self.decode(),
+      "formula_vs_compiled": {
+        k: {"formula": f, "compiled": c, "ratio": c / f if f else None}
+        for k, (f, c) in self.formula.items()
+      },
       "programs": [r.to_dict(hw, self.state_bytes) for r in self.records],
     }
 
@@ -271,6 +298,7 @@ def compile_step(cfg, mesh, hw: Hardware, where: str, log=print, config_name: st
 
   for p in programs.step_programs(s):
     run(p)
+  cache_bytes = 0.0
   if cfg.sampling.engine == "jax":
     rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
     slots = s.prompt + s.preview + s.new_tokens
@@ -278,20 +306,42 @@ def compile_step(cfg, mesh, hw: Hardware, where: str, log=print, config_name: st
     compiled, lowered = run(programs.prefill_program(wide, rows, slots))
     cache_shapes = lowered.out_info[1]
     cache = programs.abstract(cache_shapes, compiled.output_shardings[1])
+    cache_bytes = state_bytes(cache)
     run(programs.decode_step_program(s, rows, cache))
   _, state, _ = programs.train_state(s)
   rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
+  resident = state_bytes(state)
+  formula = formula_check(cfg, mesh, hw, records, resident, cache_bytes)
   return Report(
     config=config_name,
     target=where,
     hardware=hw,
     mesh_shape=tuple(mesh.devices.shape),
     records=list(records.values()),
-    state_bytes=state_bytes(state),
+    state_bytes=resident,
     rollout_s=rollout_seconds(records, s, hw),
     sample_rows=rows,
     new_tokens=s.new_tokens,
+    formula=formula,
   )
+
+
+def formula_check(cfg, mesh, hw: Hardware, records: dict, resident: float, cache: float) -> dict:
+  """``--dry_run``'s formulas (``planning.memory``) beside the compiled numbers, per device:
+  {name: (formula bytes, compiled bytes)}."""
+  from grpo_jax.planning import dry_run  # noqa: PLC0415
+
+  plan = dry_run.plan(cfg, mesh.size, hardware=hw).bytes
+  out = {"resident state": (plan["params"] + plan["optimizer"] + plan["reference"], resident)}
+  if "reshard" in records:
+    out["sampler copy"] = (plan["sampler_params"], records["reshard"].memory["output"])
+  if cache:
+    out["KV cache"] = (plan["kv_cache"], cache)
+  update = records["update"]
+  out["update temporaries"] = (plan["gradients"] + plan["activations"], update.memory["temp"])
+  extras = [r.extra(resident) for r in records.values() if not r.analysis]
+  out["step peak"] = (plan["peak"], resident + max(extras))
+  return out
 
 
 def _gib(b: float) -> str:
@@ -310,14 +360,16 @@ def markdown(report: Report) -> str:
     f"(rollout {report.rollout_s:.1f} s), {report.tokens_per_s_per_chip(0.4):,.0f} sampled "
     "tokens/s/chip at 40% MFU",
     "",
-    "| program | compile s | args GiB | out GiB | temp GiB | extra GiB | XLA TFLOP | model "
+    "| program | compile s | args GiB | out GiB | temp GiB | extra GiB | HLO TFLOP | model "
     "TFLOP | ratio | roofline s | all-gather | reduce-scatter | all-reduce | all-to-all | "
     "permute | param gathers in loops |",
     "|---|" + "---:|" * 14 + "---|",
   ]
   for r in report.records:
     m = r.memory
-    ratio = f"{r.flops / r.model_flops:.2f}" if r.model_flops else "–"
+    # A loop that stops on data (the decoder's "every row stopped") counts at its bound.
+    bound = "≤ " if any(lp.how != "exact" for lp in r.hlo.loops) else ""
+    ratio = f"{bound}{r.flops / r.model_flops:.2f}" if r.model_flops else "–"
     coll = [
       f"{int(c['count'])} / {_gib(c['bytes'])}"
       for c in (r.hlo.collectives[k] for k in hlo.COLLECTIVES)
@@ -331,7 +383,28 @@ def markdown(report: Report) -> str:
       + f" | {len(r.param_gathers_in_loop)} |"
     )
   lines.append("")
-  lines.append("Collectives: count / GiB per device, loops weighed by their trip counts.")
+  lines.append(
+    "Collectives: count / GiB per device, loops weighed by their trip counts (a decode loop at "
+    "its bound: ≤). Parameter gathers in loops: all-gathers of a weight inside a loop body "
+    "(the update's micro-batch loop under FSDP gathers each layer's weights; a decode loop "
+    "should gather none)."
+  )
+  d = report.decode()
+  if d:
+    loops = ", ".join(f"{k} {int(v)}" for k, v in d["loop_collectives"].items() if v)
+    lines += [
+      "",
+      f"Decode: {_gib(d['bytes_per_token'])} GiB read per decoded token (XLA) against "
+      f"{_gib(d['weights_and_kv_bytes'])} GiB of weights + KV cache at a full cache; collectives "
+      f"in the decode loops: {loops or 'none'}; weight gathers there: "
+      f"{d['weight_gathers_in_loops']}.",
+    ]
+  if report.formula:
+    lines += ["", "| per device | --dry_run formula GiB | compiled GiB | compiled / formula |",
+              "|---|---:|---:|---:|"]  # fmt: skip
+    for k, (f, c) in report.formula.items():
+      ratio = f"{c / f:.2f}" if f else "–"
+      lines.append(f"| {k} | {_gib(f)} | {_gib(c)} | {ratio} |")
   return "\n".join(lines)
 
 

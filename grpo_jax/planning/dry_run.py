@@ -68,10 +68,11 @@ def widths(cfg) -> tuple[int, int, int | None]:
   return cfg.data.max_prompt_tokens, response, None
 
 
-def plan(cfg, num_devices: int | None = None, target: str = "auto"):
+def plan(cfg, num_devices: int | None = None, target: str = "auto", hardware=None):
   """The memory plan of ``cfg`` on its mesh (``-1`` axes take ``num_devices``; default: the
   product of the explicit axes, or ``jax.device_count()``) on ``target``'s chips
-  (``memory.TARGET_CHOICES``; "auto": the local backend's)."""
+  (``memory.TARGET_CHOICES``; "auto": the local backend's), or on ``hardware`` (a
+  ``memory.Hardware``) when given."""
   cfg = views.build(cfg)
   sizes = [cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor]
   if num_devices is None:
@@ -94,6 +95,8 @@ def plan(cfg, num_devices: int | None = None, target: str = "auto"):
     remat="full" if cfg.model.remat != "none" else "none",
     vocab_chunk=cfg.model.logps_vocab_chunk,
   )
+  if hardware is not None:
+    return DryRunPlan(shape, mcfg, hardware, work, memory_plan.plan(mcfg, shape, work, hardware))
   hw, name = memory_plan.hardware(target, num_devices)
   how = "detected" if target == "auto" else "given"
   hw = dataclasses.replace(hw, name=f"{hw.name}, {num_devices} devices; --target {name}, {how}")

@@ -287,6 +287,7 @@ def real_taps(w: Window, size: int) -> float:
 _PASS_THROUGH = {
   "get-tuple-element", "bitcast", "copy", "convert", "reshape", "transpose", "copy-start",
   "copy-done", "all-gather-start", "all-gather-done", "tuple", "optimization-barrier",
+  "dynamic-slice", "slice",  # one layer's weights out of a stacked (scanned) parameter
 }  # fmt: skip
 
 

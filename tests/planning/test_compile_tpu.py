@@ -146,3 +146,19 @@ def test_whole_step_compiles_and_reports(topo, overrides, tmp_path):
   data = json.loads(js.read_text())
   assert [p["name"] for p in data["programs"]] == names
   assert data["fits"] is True and "| update |" in md.read_text()
+
+
+@pytest.mark.parametrize("build", ["update", "sample"])
+def test_scanned_and_unrolled_layers_report_the_same_flops(build):
+  """The layers' lax.scan is a loop: its trip count must weigh its body (model.scan_layers)."""
+  flops = []
+  for scan in (False, True):
+    overrides = ("model.num_layers=4", f"model.scan_layers={scan}", "model.remat=full")
+    s, shapes = _setup("v5e:2x2", overrides)
+    B, G = s.cfg.sampling.prompts_per_step, s.cfg.sampling.group_size
+    p = programs.update_program(s) if build == "update" else programs.prefill_program(s, B * G, 64)
+    rec = _compile(p, s, shapes)
+    flops.append(rec.flops)
+    if scan:
+      assert any(lp.trips == 4 and lp.how == "exact" for lp in rec.hlo.loops)
+  assert flops[1] == pytest.approx(flops[0], rel=0.02)

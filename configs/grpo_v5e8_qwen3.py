@@ -1,0 +1,57 @@
+"""GRPO on Qwen3-1.7B (or 4B) with MATH on one TPU v5e-8 host: the slice most academic TPU users
+have (8 chips × 16 GiB HBM), sized with the compiler.
+
+  # check it fits before booking (a CPU host with the [tpu] extra; no TPU, no weights)
+  JAX_PLATFORMS=cpu python experiments/launch.py --config configs/grpo_v5e8_qwen3.py \
+      --mode=compile --target v5e-8
+  # train (on the v5e-8 VM)
+  python experiments/launch.py --config configs/grpo_v5e8_qwen3.py \
+      --config.model.hf_path=/ckpt/Qwen3-1.7B --workdir runs/grpo_v5e8
+
+Mesh fsdp 4 × tensor 2: parameters and Adam moments over all 8 chips, heads over 2 (the sampler
+reads half the weights per chip and token), rows over the 4 fsdp devices. B × G × T is the
+largest whose compiled step fits in 90% of 16 GiB per chip (docs/scaling.md, "Compiled for the
+slice"); the KV cache of the B·G rows is what bounds it.
+
+Arguments: ``model`` (1.7b | 4b), ``B`` (prompts per step), ``G`` (group size), ``T`` (new
+tokens), ``ckpt``.
+"""
+
+from grpo_jax.config import base_config, recipes
+from grpo_jax.config.files import parse_arg
+
+ARGS = ("model", "B", "G", "T", "ckpt")
+PRESETS = {"1.7b": "qwen3-1.7b", "4b": "qwen3_4b_base"}
+# The largest B × G × T that fits per XLA (measured with --mode=compile --target v5e-8).
+FITS = {"1.7b": (32, 8, 2048), "4b": (16, 8, 2048)}
+
+
+def get_config(arg=None):
+  args = parse_arg(arg, ARGS)
+  size = args.get("model", "1.7b")
+  if size not in PRESETS:
+    raise ValueError(f"model must be one of {sorted(PRESETS)}, got {size!r}")
+  B, G, T = FITS[size]
+  cfg = base_config()
+  recipes.paper_scale_model(
+    cfg, args.get("ckpt", f"/checkpoints/Qwen3-{size.upper()}"), PRESETS[size]
+  )
+  cfg.data.task = "math"
+  cfg.data.train_set = "math_train"
+  cfg.data.max_prompt_tokens = 512
+  cfg.sampling.prompts_per_step = int(args.get("B", B))
+  cfg.sampling.group_size = int(args.get("G", G))
+  cfg.sampling.max_new_tokens = int(args.get("T", T))
+  recipes.apply(cfg, "grpo")
+  cfg.loss.num_minibatches = max(1, cfg.sampling.prompts_per_step // 16)
+  cfg.warmstart.enabled = False
+  cfg.mesh.data = 1
+  cfg.mesh.fsdp = 4
+  cfg.mesh.tensor = 2
+  cfg.loss.micro_batch_size = cfg.mesh.data * cfg.mesh.fsdp  # one row per device a micro-batch
+  cfg.eval.num_problems = 500
+  cfg.eval.num_samples = 4
+  cfg.eval.ks = (1, 4)
+  cfg.steps = 200
+  cfg.checkpoint.every = 20
+  return cfg
