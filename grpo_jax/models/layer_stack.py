@@ -34,7 +34,7 @@ def _is_index(key) -> bool:
 
 def is_stacked(params: dict) -> bool:
   """Whether ``params`` holds the scanned layout (``layers.<name>``, no layer index keys)."""
-  layers = params.get(LAYERS)
+  layers = params.get(LAYERS) if isinstance(params, dict) else None
   return isinstance(layers, dict) and bool(layers) and not any(map(_is_index, layers))
 
 

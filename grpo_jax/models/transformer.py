@@ -215,14 +215,19 @@ def compute_params(params: dict, dtype) -> dict:
 
   The layers cast their matmul operands to the compute dtype themselves, so a forward pass
   computes the same numbers from either tree; the cast one is what a decode step or the
-  reference model reads, half the bytes of float32 masters.
+  reference model reads, half the bytes of float32 masters. Stacked layers (``scan_layers``)
+  count their leaves' dimensions without the leading layer axis: norm weights stay as they are.
   """
   dtype = jnp.dtype(dtype)
 
-  def cast(x):
+  def cast(x, stacked: bool = False):
     narrows = jnp.issubdtype(x.dtype, jnp.floating) and x.dtype.itemsize > dtype.itemsize
-    return x.astype(dtype) if narrows and x.ndim >= 2 else x
+    return x.astype(dtype) if narrows and x.ndim - stacked >= 2 else x
 
+  if layer_stack.is_stacked(params):
+    layers = jax.tree.map(lambda x: cast(x, True), params[layer_stack.LAYERS])
+    rest = {k: v for k, v in params.items() if k != layer_stack.LAYERS}
+    return {**jax.tree.map(cast, rest), layer_stack.LAYERS: layers}
   return jax.tree.map(cast, params)
 
 

@@ -77,6 +77,15 @@ def test_scanned_init_is_the_stacked_unrolled_init():
   assert jax.tree.map(jnp.shape, abstract) == jax.tree.map(jnp.shape, stacked)
 
 
+def test_compute_params_casts_the_stacked_matrices_not_the_norm_weights():
+  (_, flat), (_, stacked) = _pair()
+  cast = models.compute_params(stacked, "bfloat16")
+  assert cast["layers"]["self_attn"]["q_proj"]["kernel"].dtype == jnp.bfloat16
+  assert cast["layers"]["input_layernorm"]["weight"].dtype == jnp.float32
+  assert cast["embed_tokens"]["embedding"].dtype == jnp.bfloat16
+  _close(stack_layers(models.compute_params(flat, "bfloat16")), cast, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("family,kw", FAMILIES, ids=IDS)
 def test_scanned_logits_equal_the_unrolled(family, kw):
   (g0, p0), (g1, p1) = _pair(family, **kw)

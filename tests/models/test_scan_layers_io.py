@@ -63,6 +63,13 @@ def test_hf_export_and_import_with_scan_layers(tmp_path):
   _exact(params, stack_layers(back.params))
   g2, stacked = hf_io.load_params(CFG, reader, str(out))
   _exact(params, stacked)
+  # Into stacked shardings on a 2×2×2 mesh: each layer read into its slice's layout, then stacked.
+  mesh = Mesh(np.array(jax.devices()).reshape(2, 2, 2), shard_lib.AXES)
+  shardings = rules.tree_shardings(models.abstract_params(CFG)[1], rules.TRAIN, mesh)
+  _, sharded = hf_io.load_params(CFG, reader, str(out), mesh, shardings)
+  _exact(params, sharded)
+  up = sharded["layers"]["mlp"]["up_proj"]["kernel"]
+  assert up.sharding.is_equivalent_to(NamedSharding(mesh, P(None, "fsdp", "tensor")), 3)
   tokens = jnp.arange(12, dtype=jnp.int32).reshape(2, 6) % 64
   logits = models.forward(g2, stacked, tokens, jnp.ones_like(tokens))
   np.testing.assert_allclose(back(tokens), logits, atol=1e-5, rtol=1e-5)
