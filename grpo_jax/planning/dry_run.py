@@ -94,6 +94,8 @@ def plan(cfg, num_devices: int | None = None, target: str = "auto", hardware=Non
     reference=uses_reference(cfg),
     remat="full" if cfg.model.remat != "none" else "none",
     vocab_chunk=cfg.model.logps_vocab_chunk,
+    micro_batches=max(1, rows // max(1, cfg.loss.num_minibatches) // micro),
+    scanned=cfg.model.scan_layers,
   )
   if hardware is not None:
     return DryRunPlan(shape, mcfg, hardware, work, memory_plan.plan(mcfg, shape, work, hardware))

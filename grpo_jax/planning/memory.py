@@ -8,10 +8,12 @@ rest are formulas (per device; N rows = B·G, P prompt + R response tokens, L = 
 dp = data·fsdp, tp = tensor, b = micro-batch rows per device):
 
   kv_cache    = 2 · layers · ⌈N_chunk / dp⌉ · L · Hk/tp · Dh · itemsize      (sampler)
+  gradients   = params · (2 + [micro-batches > 1] + [scanned layers])       (this micro-batch's,
+                the optimizer's update, an accumulator, a scanned backward's stacked copy)
   activations = layers · b · L · D · itemsize                              (remat full: layer
-                inputs saved) + b · L · (H/tp · L · 4 + 3 · F/tp · itemsize) (one layer's
-                recomputed working set: f32 attention scores, MLP)
-                + b · L · V_chunk · 4 · 2                                  (logits + softmax)
+                inputs saved) + b · L · (3 · H/tp · L · 4 + 3 · F/tp · itemsize) (one layer's
+                recomputed working set: f32 attention scores, probabilities and their
+                gradient; MLP) + b · L · V_chunk · 4 · 2                  (logits + softmax)
   flops       = 6 · P_count · N · L (update) + 2 · P_count · N · L (reference, if KL)
                 + 2 · P_count · N · R (sampling) + attention terms 12 · layers · N · L² · H·Dh/2
   time        = update_flops / (chips · peak · MFU) + decode steps · (weights/tp + kv per
@@ -109,6 +111,8 @@ class Workload:
   remat: str = "full"  # full | none
   vocab_chunk: int = 8192  # chunked log-probs; 0 = full vocabulary at once
   sample_chunks: int = 1  # the sampler runs the N rows in this many sequential chunks
+  micro_batches: int = 1  # per optimizer step: > 1 keeps a gradient accumulator
+  scanned: bool = False  # model.scan_layers: the scan's backward stacks the layers' gradients
 
   @property
   def rows(self) -> int:
@@ -149,7 +153,10 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
   kv *= model.head_dim * itemsize
   b, L, D = work.micro_batch_rows, work.seq, model.hidden_dim
   heads_tp = tensor if model.num_heads % tensor == 0 else 1
-  working = b * L * (model.num_heads // heads_tp * L * 4 + 3 * model.mlp_dim // tensor * itemsize)
+  # Attention: f32 scores, their probabilities and, in the backward, their gradient.
+  working = (
+    b * L * (3 * model.num_heads // heads_tp * L * 4 + 3 * model.mlp_dim // tensor * itemsize)
+  )
   if work.remat == "full":
     saved = model.num_layers * b * L * D * itemsize
   else:  # every layer keeps its working set plus q, k, v, o and the MLP input/output
@@ -160,7 +167,9 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
   out = {
     "params": p_bytes,
     "optimizer": _device_bytes(opt, train(opt)),
-    "gradients": p_bytes,
+    # This micro-batch's gradients and the optimizer's update; an accumulator over micro-batches;
+    # a scanned backward's stacked layer gradients (compiled: Qwen3-8B on v5p-128, docs/scaling.md).
+    "gradients": p_bytes * (2 + (work.micro_batches > 1) + work.scanned),
     "reference": cast_train if work.reference else 0,
     # The sampler's copy: the masters cast to the compute dtype, then moved to the sampler
     # layout (``sampling.weights``); none when that is the masters themselves.
