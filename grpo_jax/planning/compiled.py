@@ -17,8 +17,9 @@ anchor: the update's state argument) plus the largest extra of any program the l
 arguments + outputs + temporaries − aliased bytes, less the state for the update, which takes it
 donated. It "fits" at ≤ 90% of the chip's HBM.
 
-The rollout's time is read from the decode step compiled on its own: T steps at a full cache
-(an upper bound: the sampler's cache grows in doubling buckets) plus the prefill.
+The rollout's time is read from the decode step compiled on its own: T steps, each reading the
+weights and a full KV cache once (an upper bound: the sampler's cache grows in doubling
+buckets), plus the prefill's roofline.
 """
 
 from __future__ import annotations
@@ -258,6 +259,8 @@ class Report:
       "fits": self.fits,
       "fit_fraction": FIT_FRACTION,
       "rollout_s": self.rollout_s,
+      "sample_rows": self.sample_rows,
+      "new_tokens": self.new_tokens,
       "step_roofline_s": self.step_s(),
       "mfu": mfu,
       f"step_s_at_mfu_{mfu}": self.step_s(mfu),
@@ -271,14 +274,21 @@ class Report:
     }
 
 
+def decode_step_s(step: Record, hw: Hardware) -> float:
+  """One decode step's roofline: its matmul FLOPs, or reading what it holds (the weights and
+  the full KV cache, its arguments) once. XLA's bytes accessed count the cache's one-slot,
+  in-place write as the whole cache (about twice the arguments), so they are not used here."""
+  return max(step.flops / hw.peak_flops, step.memory["argument"] / hw.hbm_bandwidth)
+
+
 def rollout_seconds(records: dict, s: programs.Shapes, hw: Hardware) -> float:
-  """T decode steps at the decode step's roofline plus the prefill's, for every rollout sampler
-  (two-stage: M steps for the previews, T for the completions)."""
+  """M + T decode steps at the full-cache decode step's roofline (an upper bound: the cache
+  grows in doubling buckets) plus the prefill's roofline."""
   step, prefill = records.get("decode_step"), records.get("prefill")
   if step is None:
     return 0.0
   steps = s.preview + s.new_tokens
-  return steps * step.roofline_s(hw) + (prefill.roofline_s(hw) if prefill else 0.0)
+  return steps * decode_step_s(step, hw) + (prefill.roofline_s(hw) if prefill else 0.0)
 
 
 def compile_step(cfg, mesh, hw: Hardware, where: str, log=print, config_name: str = "") -> Report:
