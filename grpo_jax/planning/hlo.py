@@ -156,7 +156,24 @@ class Loop:
   how: str  # exact | bounded | unknown
 
 
-def trip_count(cond: Computation) -> tuple[int, str]:
+def _less_than(inst: Instruction, comps: dict) -> tuple[str, ...] | None:
+  """The operands of ``a < b``: a ``compare(...), direction=LT``, or a fusion that wraps one
+  (XLA:CPU's ``wrapped_compare``), its parameters mapped to the fusion's operands."""
+  if inst.opcode == "compare":
+    return inst.operands if "direction=LT" in inst.attrs else None
+  if inst.opcode != "fusion":
+    return None
+  called = [comps[n] for k, n in _callees(inst) if k == "calls" and n in comps]
+  if not called or not called[0].instructions:
+    return None
+  root = called[0].instructions[-1]
+  if root.opcode != "compare" or "direction=LT" not in root.attrs:
+    return None
+  index = {i.name: int(i.args) for i in called[0].instructions if i.opcode == "parameter"}
+  return tuple(inst.operands[index[o]] for o in root.operands if o in index)
+
+
+def trip_count(cond: Computation, comps: dict | None = None) -> tuple[int, str]:
   """(n, how) of a while condition (module doc)."""
   consts = {}
   for inst in cond.instructions:
@@ -164,10 +181,10 @@ def trip_count(cond: Computation) -> tuple[int, str]:
       consts[inst.name] = int(inst.args)
   root = cond.instructions[-1] if cond.instructions else None
   for inst in cond.instructions:
-    if inst.opcode == "compare" and "direction=LT" in inst.attrs:
-      bound = [consts[o] for o in inst.operands if o in consts]
-      if bound:
-        return max(1, bound[0]), "exact" if inst is root else "bounded"
+    operands = _less_than(inst, comps or {})
+    bound = [consts[o] for o in operands or () if o in consts]
+    if bound:
+      return max(1, bound[0]), "exact" if inst is root else "bounded"
   return 1, "unknown"
 
 
@@ -192,7 +209,7 @@ def run_counts(comps: dict[str, Computation]) -> tuple[dict[str, float], dict[st
       trips, how = 1, ""
       if inst.opcode == "while":
         cond = dict((k, n) for k, n in callees).get("condition")
-        trips, how = trip_count(comps[cond]) if cond in comps else (1, "unknown")
+        trips, how = trip_count(comps[cond], comps) if cond in comps else (1, "unknown")
         body = dict((k, n) for k, n in callees).get("body", "")
         loops.append(Loop(body, trips, how))
       for kind, name in callees:

@@ -106,3 +106,20 @@ def test_compile_for_this_host(tmp_path, capsys):
   want = compiled.state_bytes(state) + compiled.state_bytes(batch.replace(accuracy_N=None))
   assert update["memory_bytes"]["argument"] == want
   assert "| update |" in capsys.readouterr().out
+
+
+def test_loop_flops_weigh_trip_counts_on_cpu_hlo():
+  """XLA:CPU wraps a loop's `i < n` in a fusion; the trip count is read through it: jax.grad of
+  a 5-step scan of x ← tanh(x·W) runs 3 matmuls of 2·16·256·256 FLOPs a step."""
+  import jax.numpy as jnp
+
+  from grpo_jax.planning import hlo
+
+  def loss(w, x):
+    y, _ = jax.lax.scan(lambda c, _: (jnp.tanh(c @ w), None), x, None, length=5)
+    return jnp.sum(y)
+
+  w, x = jax.ShapeDtypeStruct((256, 256), "f4"), jax.ShapeDtypeStruct((16, 256), "f4")
+  stats = hlo.analyze(jax.jit(jax.grad(loss)).lower(w, x).compile().as_text())
+  assert [(lp.trips, lp.how) for lp in stats.loops] == [(5, "exact")] * 2
+  assert stats.matmul_flops == 5 * 3 * 2 * 16 * 256 * 256
