@@ -197,6 +197,7 @@ class Report:
   sample_rows: int
   new_tokens: int
   formula: dict = dataclasses.field(default_factory=dict)  # name -> (formula, compiled) bytes
+  config_hash: str = ""  # ``config.files.content_hash``: --dry_run reads a matching report
 
   @property
   def loop_records(self) -> list:
@@ -251,6 +252,7 @@ class Report:
     hw = self.hardware
     return {
       "config": self.config,
+      "config_hash": self.config_hash,
       "target": self.target,
       "hardware": dataclasses.asdict(hw),
       "mesh": dict(zip(shard_lib.AXES, self.mesh_shape)),
@@ -454,7 +456,35 @@ def compile_config(cfg, target: str = "auto", topology: str = "", log=print, nam
       f"devices of {where.name}"
     )
   log(f"compiling {name or 'the config'} for {hw.name}, mesh {dict(mesh.shape)}")
-  return compile_step(cfg, mesh, hw, hw.name, log, name)
+  report = compile_step(cfg, mesh, hw, hw.name, log, name)
+  return dataclasses.replace(report, config_hash=config_hash(cfg))
+
+
+def config_hash(cfg) -> str:
+  from grpo_jax.config import files  # noqa: PLC0415
+
+  return files.content_hash(cfg)
+
+
+def compiled_beside_plan(workdir, cfg) -> str | None:
+  """``--dry_run``'s second table: the formulas beside the compiled bytes of
+  ``<workdir>/plan/compiled.json`` when that report is of this very config (None otherwise)."""
+  from etils import epath  # noqa: PLC0415
+
+  path = epath.Path(workdir) / "plan" / "compiled.json"
+  if not path.exists():
+    return None
+  data = json.loads(path.read_text())
+  if data.get("config_hash") != config_hash(cfg):
+    return None
+  lines = [
+    f"compiled for {data['target']} ({path}), per device (GiB):",
+    f"  {'':<20}{'formula':>10}{'compiled':>10}",
+  ]
+  for k, v in data["formula_vs_compiled"].items():
+    lines.append(f"  {k:<20}{v['formula'] / 2**30:10.2f}{v['compiled'] / 2**30:10.2f}")
+  lines.append(f"fits per XLA: {data['fits']}")
+  return "\n".join(lines)
 
 
 __all__ = [

@@ -354,6 +354,11 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
       from grpo_jax.planning import dry_run
 
       print(dry_run.report(cfg, target=args.target))
+      from grpo_jax.planning import compiled  # the compiler's numbers, where --mode=compile ran
+
+      beside = compiled.compiled_beside_plan(args.workdir, cfg)
+      if beside:
+        print(beside)
       return 0
     if args.mode == "compile":
       return _compile(cfg, args)

@@ -106,6 +106,15 @@ def test_compile_for_this_host(tmp_path, capsys):
   want = compiled.state_bytes(state) + compiled.state_bytes(batch.replace(accuracy_N=None))
   assert update["memory_bytes"]["argument"] == want
   assert "| update |" in capsys.readouterr().out
+  # --dry_run on that run directory prints the compiled numbers beside its formulas, for this
+  # config only.
+  assert launcher.main(["--config", TINY, "--dry_run", "--workdir", str(workdir)]) == 0
+  out = capsys.readouterr().out
+  compiled_state = data["formula_vs_compiled"]["resident state"]["compiled"] / 2**30
+  assert "compiled for CPU host" in out and f"{compiled_state:10.2f}" in out
+  argv = ["--config", TINY, "--dry_run", "--workdir", str(workdir), "--config.seed=1"]
+  assert launcher.main(argv) == 0
+  assert "compiled for" not in capsys.readouterr().out
 
 
 def test_loop_flops_weigh_trip_counts_on_cpu_hlo():
