@@ -125,7 +125,11 @@ def test_loop_flops_weigh_trip_counts_on_tpu_hlo():
 
 @pytest.mark.parametrize(
   "topo, overrides",
-  [("v5e:2x2", ()), ("v5p:2x2x1", (*FSDP_TP, *TWO_STAGE, "loss.kl_coef=0.1", "loss.pack=True"))],
+  [
+    ("v5e:2x2", ()),
+    ("v5p:2x2x1", (*FSDP_TP, *TWO_STAGE, "loss.kl_coef=0.1", "loss.pack=True")),
+    ("v5e:2x2", (*FSDP_TP, "model.scan_layers=True", "model.remat=full")),
+  ],
 )
 def test_whole_step_compiles_and_reports(topo, overrides, tmp_path):
   cfg = files.load(TINY, list(overrides))
