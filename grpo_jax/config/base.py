@@ -26,8 +26,28 @@ def base_config() -> ConfigDict:
     if f.name in views.TOP:
       c[f.name] = f.default
   for name, cls in views.GROUPS.items():
-    c[name] = ConfigDict({f.name: f.default for f in dataclasses.fields(cls)})
+    c[name] = ConfigDict({f.name: _field(f) for f in dataclasses.fields(cls)})
   return c
+
+
+def _field(f: dataclasses.Field):
+  """A key's default; an ``int | str`` key's as an untyped reference, so a config file may set
+  it to an int or ``"auto"`` (a typed ConfigDict field refuses a change of type)."""
+  if f.metadata.get("auto"):
+    return ml_collections.FieldReference(f.default, field_type=object)
+  return f.default
+
+
+def auto_keys() -> frozenset[str]:
+  """The dotted keys that take an int or ``"auto"`` (``config.fields.auto_spec``)."""
+  from grpo_jax.config import views
+
+  return frozenset(
+    f"{name}.{f.name}"
+    for name, cls in views.GROUPS.items()
+    for f in dataclasses.fields(cls)
+    if f.metadata.get("auto")
+  )
 
 
 def _all_keys(cfg: ConfigDict, prefix: str = "") -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from grpo_jax.config.fields import fail
+from grpo_jax.config.fields import AUTO, fail
 
 # key -> (module, table) whose names the key's declared choices mirror.
 REGISTRIES: dict[str, tuple[str, str]] = {
@@ -97,7 +97,8 @@ def check_experiment(e) -> None:
       f"{s.prompts_per_step}·{s.group_size} = {rows} rows of a step"
     )
   mb_rows = rows // loss.num_minibatches
-  if 0 < loss.micro_batch_size < mb_rows and mb_rows % loss.micro_batch_size:
+  micro = loss.micro_batch_size
+  if micro != AUTO and 0 < micro < mb_rows and mb_rows % micro:
     fail(
       f"config key loss.micro_batch_size = {loss.micro_batch_size} must divide the {mb_rows} "
       "rows of a minibatch (B·G / loss.num_minibatches), or be 0"

@@ -11,6 +11,10 @@ are its keys. Building it (:func:`build_view`) checks
   exactly the names the code accepts; ``tests/config/test_views.py`` checks they agree) and
   its range (``ge``/``gt``/``le``/``lt``, finite floats);
 * the group's own cross-field rules (``View.check``).
+
+A key annotated ``int | str`` (:func:`auto_spec`) takes an int or the string ``"auto"``: a
+value the run resolves at load (``grpo_jax.train.autofit``), so every reader downstream sees an
+int.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ def group(name: str):
 
 
 RULES = ("ge", "gt", "le", "lt", "off")
+AUTO = "auto"  # an ``int | str`` key's value resolved at load
 
 
 def spec(default, *, choices: tuple[str, ...] = (), doc: str = "", **rules):
@@ -68,7 +73,19 @@ def spec(default, *, choices: tuple[str, ...] = (), doc: str = "", **rules):
   return dataclasses.field(default=default, metadata=meta)
 
 
+def auto_spec(default, *, doc: str = "", **rules):
+  """A key that takes an int (within ``rules``) or ``"auto"``; annotate it ``int | str``."""
+  meta = {**spec(default, doc=doc, **rules).metadata, "auto": True}
+  return dataclasses.field(default=default, metadata=meta)
+
+
+def is_auto_type(tp) -> bool:
+  return set(typing.get_args(tp)) == {int, str}
+
+
 def _type_name(tp) -> str:
+  if is_auto_type(tp):
+    return f"an int or {AUTO!r}"
   if typing.get_origin(tp) is tuple:
     return f"a tuple of {typing.get_args(tp)[0].__name__}"
   return {int: "an int", float: "a float", bool: "a bool", str: "a string"}[tp]
@@ -96,6 +113,8 @@ def _coerce_scalar(value, tp):
 def coerce(key: str, value, tp):
   """``value`` checked against the annotation ``tp`` (see the module docstring)."""
   try:
+    if is_auto_type(tp):
+      return AUTO if value == AUTO else _coerce_scalar(value, int)
     if typing.get_origin(tp) is tuple:
       if not isinstance(value, tuple | list):
         raise TypeError
@@ -112,7 +131,8 @@ def rule_text(meta) -> str:
   """A field's rules in words: its choices, or its bounds (``''`` when it has none)."""
   if meta["choices"]:
     return "one of " + ", ".join(meta["choices"])
-  return _bound_text(meta) if any(meta[k] is not None for k in RULES[:4]) else ""
+  text = _bound_text(meta) if any(meta[k] is not None for k in RULES[:4]) else ""
+  return f"{text} or {AUTO!r}" if meta.get("auto") else text
 
 
 def _bound_text(meta) -> str:
@@ -128,6 +148,8 @@ def check_field(key: str, value, meta) -> None:
     valid = meta["choices"]
     if value not in valid:
       raise ValueError(f"config key {key} = {value!r} is not one of {sorted(valid)}")
+  if meta.get("auto") and value == AUTO:
+    return
   if meta["off"] is not None and value == meta["off"]:
     return
   values = value if isinstance(value, tuple) else (value,)
@@ -140,7 +162,7 @@ def check_field(key: str, value, meta) -> None:
       or (isinstance(v, float) and not math.isfinite(v))
     )
     if bad:
-      raise ValueError(f"config key {key} = {value!r} must be {_bound_text(meta)}")
+      raise ValueError(f"config key {key} = {value!r} must be {rule_text(meta)}")
 
 
 def build_view(cls, group: str, values):
@@ -165,4 +187,15 @@ def fail(message: str) -> typing.NoReturn:
   raise ValueError(message)
 
 
-__all__ = ["View", "build_view", "coerce", "fail", "group", "rule_text", "spec"]
+__all__ = [
+  "AUTO",
+  "View",
+  "auto_spec",
+  "is_auto_type",
+  "build_view",
+  "coerce",
+  "fail",
+  "group",
+  "rule_text",
+  "spec",
+]

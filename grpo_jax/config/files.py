@@ -20,6 +20,7 @@ import pathlib
 from ml_collections import ConfigDict
 
 from grpo_jax.config import base as config_lib
+from grpo_jax.config.fields import AUTO
 
 _TRUE, _FALSE = ("true", "t", "1", "yes", "on"), ("false", "f", "0", "no", "off")
 
@@ -153,7 +154,7 @@ def load(spec: str, overrides: list[str] = ()) -> ConfigDict:
       raise ValueError(f"override {item!r} must look like key=value")
     current = _get(cfg, key)
     try:
-      value = parse_value(text, current)
+      value = _parse(key, text, current)
     except ValueError as e:
       raise ValueError(f"config key {key}: {e}") from None
     if isinstance(current, tuple | list) and key in seen:
@@ -161,6 +162,19 @@ def load(spec: str, overrides: list[str] = ()) -> ConfigDict:
     seen.add(key)
     config_lib.override(cfg, key, value)
   return config_lib.finalize(cfg)
+
+
+def _parse(key: str, text: str, current):
+  """:func:`parse_value`; an ``int | str`` key (``config.fields.auto_spec``) takes an int or
+  ``auto``, whichever it holds now."""
+  if key not in config_lib.auto_keys():
+    return parse_value(text, current)
+  if text.strip() == AUTO:
+    return AUTO
+  try:
+    return parse_value(text, 0)
+  except ValueError:
+    raise ValueError(f"expected an integer or {AUTO!r}, got {text!r}") from None
 
 
 def _get(cfg: ConfigDict, key: str):

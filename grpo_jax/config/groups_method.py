@@ -6,7 +6,7 @@ and docs/strategy.md.
 
 from __future__ import annotations
 
-from grpo_jax.config.fields import View, fail, group, spec
+from grpo_jax.config.fields import View, auto_spec, fail, group, spec
 
 
 @group("strategy")
@@ -167,8 +167,14 @@ class Loss(View):
     1, ge=1, doc="passes over the batch; with mu > 1 steps the old log-probs are recomputed"
   )
   num_minibatches: int = spec(1, ge=1, doc="optimizer steps per pass (rows split evenly)")
-  micro_batch_size: int = spec(
-    0, ge=0, doc="rows per gradient-accumulation chunk; 0 = a whole minibatch"
+  micro_batch_size: int | str = auto_spec(
+    0,
+    ge=0,
+    doc=(
+      "rows per gradient-accumulation chunk; 0 = a whole minibatch; auto = the largest "
+      "(0, then the minibatch's rows halved) whose compiled update fits the devices "
+      "(grpo_jax/train/autofit.py)"
+    ),
   )
   share_prompt: bool = spec(
     False,

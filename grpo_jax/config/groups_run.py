@@ -6,7 +6,7 @@ The method's groups (strategy, advantage, hadw, loss, dapo, optimizer) are in ``
 
 from __future__ import annotations
 
-from grpo_jax.config.fields import View, fail, group, spec
+from grpo_jax.config.fields import View, auto_spec, fail, group, spec
 
 DTYPES = ("bfloat16", "float32")
 RULES = ("replicated", "sample", "train")
@@ -47,12 +47,13 @@ class Model(View):
       "(compiled once, not once per layer)"
     ),
   )
-  logps_vocab_chunk: int = spec(
+  logps_vocab_chunk: int | str = auto_spec(
     0,
     ge=0,
     doc=(
       "log-probs over vocabulary chunks of this many entries (online logsumexp), so the "
-      "N x T x V logits are never materialised; 0 = one pass over the whole vocabulary"
+      "N x T x V logits are never materialised; 0 = one pass over the whole vocabulary; auto "
+      "= 0 if the compiled update fits the devices, else 16384 (grpo_jax/train/autofit.py)"
     ),
   )
   hf_path: str = spec(

@@ -30,17 +30,17 @@ import numpy as np
 from flax import nnx
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config import views
 from grpo_jax.models.hf_io import abstract_params
 from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.models.transformer import compute_params
 from grpo_jax.planning import dry_run
-from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.sampling import kv_cache, sampler
 from grpo_jax.sampling.policy import SampleSettings
 from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.strategy import layout
+from grpo_jax.train import autofit, fit
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.packing import Packer
 from grpo_jax.train.state import init_state, uses_reference
 from grpo_jax.train.update import make_update_step
 
@@ -68,11 +68,7 @@ class Program:
   decode_steps: int = 0
 
 
-def abstract(shapes, shardings):
-  """ShapeDtypeStructs carrying ``shardings`` (trees of the same structure)."""
-  return jax.tree.map(
-    lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, shardings
-  )
+abstract = fit.abstract  # ShapeDtypeStructs carrying shardings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +90,9 @@ class Shapes:
 
 
 def shapes(cfg, mesh) -> Shapes:
+  """``cfg``'s shapes on ``mesh``; an auto key (``grpo_jax.train.autofit``) at the value it is
+  tried with first (the run's log names the one it picks)."""
+  cfg = autofit.first_candidate(views.build(cfg))
   prompt, response, vocab = dry_run.widths(cfg)
   mcfg = dry_run.model_config(cfg, vocab)
   graphdef, params = abstract_params(mcfg)
@@ -214,30 +213,9 @@ def reshard_program(s: Shapes) -> Program:
 
 
 def update_batch(s: Shapes):
-  """The update's batch at its widest: every row's prompt and response real (full length), so
-  packing (loss.pack) needs its most rows; abstract, rows over the batch axes."""
-  cfg = s.cfg
-  N = cfg.sampling.prompts_per_step * cfg.sampling.group_size
-  P, R = s.prompt, s.preview + s.new_tokens
-  zeros_N = np.zeros(N, np.float32)
-  ids_N = np.repeat(
-    np.arange(cfg.sampling.prompts_per_step, dtype=np.int32), cfg.sampling.group_size
-  )
-  batch = RolloutBatch(
-    tokens_NxL=np.zeros((N, P + R), np.int32),
-    input_mask_NxL=np.ones((N, P + R), np.int32),
-    completion_mask_NxT=np.ones((N, R), np.int32),
-    sample_logps_NxT=np.zeros((N, R), np.float32),
-    rewards_N=zeros_N,
-    group_ids_N=ids_N,
-    subgroup_ids_N=ids_N,
-    truncated_N=np.zeros(N, bool),
-    lengths_N=np.full(N, R, np.int32),
-  ).device_batch()
-  if cfg.loss.pack:
-    batch, _ = Packer(cfg.loss, cfg.sampling.group_size, s.devices)(batch)
-  sharding = shard_lib.batch_sharding(s.mesh)
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), batch)
+  """The update's batch at its widest (``train.fit.widest_batch``): every row's prompt and
+  response real (full length), so packing (loss.pack) needs its most rows."""
+  return fit.widest_batch(s.cfg, s.mesh, s.prompt, s.preview + s.new_tokens)
 
 
 def train_state(s: Shapes):

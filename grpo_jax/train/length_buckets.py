@@ -81,11 +81,13 @@ class LengthAwareUpdate:
   ``buckets`` = ``loss.length_buckets`` (0 or 1: always W = T). ``pack``: a
   ``grpo_jax.train.packing.Packer`` that packs the cut batch's real tokens (``loss.pack``; its
   packed rows R are then part of the shape: ``update/compiled_widths`` counts (T, W, R)).
+  ``compiled``: {T: ``train.fit.Fitted``}, updates compiled ahead (at load, to check they fit),
+  run instead of ``make_step(T)`` on a batch of the shapes they were compiled for.
   """
 
-  def __init__(self, make_step, mesh, buckets: int, log=None, pack=None):
+  def __init__(self, make_step, mesh, buckets: int, log=None, pack=None, compiled=None):
     self.make_step, self.mesh, self.buckets, self.log = make_step, mesh, int(buckets), log
-    self.pack = pack
+    self.pack, self.compiled = pack, dict(compiled or {})
     self.steps: dict[int, object] = {}  # T -> jitted update
     self.shapes: list[tuple[int, ...]] = []  # (T, W[, R]) in the order first run
 
@@ -111,7 +113,9 @@ class LengthAwareUpdate:
         widths = bucket_widths(T, self.buckets)
         packed = f", {shape[2]} packed rows" if self.pack is not None else ""
         self.log(f"update: width {W} of {T} response slots (buckets {list(widths)}){packed}")
-    state, metrics = self.steps[T](state, shard_lib.shard_batch(arrays, self.mesh))
+    ahead = self.compiled.get(T)
+    step = ahead.compiled if ahead is not None and ahead.accepts(arrays) else self.steps[T]
+    state, metrics = step(state, shard_lib.shard_batch(arrays, self.mesh))
     extra.update({"update/width": W, "update/compiled_widths": len(self.shapes)})
     return state, {**metrics, **extra}
 

@@ -30,7 +30,7 @@ from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.sharding import distributed
-from grpo_jax.train import plots, profile, step_metrics
+from grpo_jax.train import autofit, fit, plots, profile, step_metrics
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
@@ -106,6 +106,23 @@ def setup(cfg, log=print) -> Setup:
     sample_shardings,
     sampler_copy(cfg.model.dtype, sample_shardings),
   )
+
+
+def fit_update(cfg, s: Setup, log=print):
+  """(``cfg`` with its auto keys resolved, {T: the compiled update}): the update at the sampled
+  width T compiled on the run's mesh and shardings, checked against the devices' memory
+  (``grpo_jax.train.fit``, ``autofit``); raises ``fit.DoesNotFit`` naming its bytes."""
+  cfg = views.build(cfg)
+  P, T = s.rollout.prompt_len, fit.response_slots(cfg)
+
+  def build(e):
+    return make_update_step(s.graphdef, s.optimizer, e, s.mesh, s.state_shardings, P, T)
+
+  state = fit.abstract(s.state_shapes, s.state_shardings)
+  lower_mesh = s.mesh if cfg.mesh.constrain_activations else None
+  shapes = autofit.UpdateShapes(build, state, P, T, s.mesh, lower_mesh)
+  e, fitted = autofit.fit_update(cfg, shapes, autofit.vocab_size(s.params), log)
+  return e, {T: fitted}
 
 
 def _evaluator(cfg, s: Setup, workdir: epath.Path):
@@ -227,6 +244,11 @@ def train(
   ckpt = Checkpointer(workdir / names.CHECKPOINTS, cfg.checkpoint.every, cfg.checkpoint.keep)
   resume_step = ckpt.latest_step()
 
+  # The update compiled at its widest batch: a run that does not fit stops here, before any
+  # rollout or checkpoint; the auto keys resolve (grpo_jax.train.autofit). The loop runs this
+  # executable at the sampled width.
+  cfg, fitted = fit_update(cfg, s, log)
+
   def make_step(completion_len: int):
     step_fn = make_update_step(
       graphdef, optimizer, cfg, mesh, state_shardings, rollout.prompt_len, completion_len
@@ -238,7 +260,7 @@ def train(
   if cfg.loss.pack:  # the forward passes over the real tokens packed into rows
     devices = shard_lib.batch_size_multiple(mesh)
     packer = Packer(cfg.loss, G, devices, jax.process_count())
-  update_step = LengthAwareUpdate(make_step, mesh, cfg.loss.length_buckets, log, packer)
+  update_step = LengthAwareUpdate(make_step, mesh, cfg.loss.length_buckets, log, packer, fitted)
 
   # Restore, or warm start and begin.
   tracker = None

@@ -1,0 +1,123 @@
+"""``loss.micro_batch_size = "auto"`` and ``model.logps_vocab_chunk = "auto"``: the update's
+memory knobs picked at load by compiling the update (``grpo_jax.train.fit``).
+
+Candidates, tried in order until one's compiled update fits the device budget:
+
+* micro-batch: the minibatch's rows m = B·G / loss.num_minibatches (one micro-batch, written 0),
+  then m/2, m/4, ... while they divide m (``train.microbatch.num_parts``' rule): the largest
+  micro-batch that fits, the fewest gradient-accumulation passes;
+* vocabulary chunk, for each micro-batch: 0 (one pass over the whole vocabulary, no chunking
+  overhead), then :data:`VOCAB_CHUNK` entries when the vocabulary is larger.
+
+A key set to an int is its only candidate. Where the first candidate fits (every small run),
+``auto`` resolves to the old defaults, 0 and 0, and the run's numbers are those of before. The
+winning candidate's compiled update is returned with the resolved experiment, so the loop runs
+that executable instead of compiling the update again. None fitting is :class:`fit.DoesNotFit`
+naming the smallest candidate's bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+
+from grpo_jax.config.fields import AUTO
+from grpo_jax.train import fit
+
+VOCAB_CHUNK = 16_384  # the README's SmolLM2 example's chunk
+
+
+def micro_candidates(cfg) -> list[int]:
+  """0 (the whole minibatch), then the minibatch's rows halved while they divide it."""
+  rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size // cfg.loss.num_minibatches
+  out, micro = [0], rows // 2
+  while micro >= 1 and rows % micro == 0:
+    out.append(micro)
+    if micro % 2:
+      break
+    micro //= 2
+  return out
+
+
+def vocab_size(params) -> int:
+  """V: the rows of the token embedding (the widest 2-D leaf named ``embed``)."""
+  sizes = [
+    x.shape[0]
+    for path, x in jax.tree_util.tree_flatten_with_path(params)[0]
+    if len(x.shape) == 2 and "embed" in jax.tree_util.keystr(path)
+  ]
+  return max(sizes, default=0)
+
+
+def vocab_candidates(vocab: int) -> list[int]:
+  return [0, VOCAB_CHUNK] if vocab > VOCAB_CHUNK else [0]
+
+
+def with_knobs(cfg, micro: int, chunk: int):
+  """``cfg`` (a ``views.Experiment``) with the two keys set (frozen: a replaced copy)."""
+  loss = dataclasses.replace(cfg.loss, micro_batch_size=micro)
+  model = dataclasses.replace(cfg.model, logps_vocab_chunk=chunk)
+  return dataclasses.replace(cfg, loss=loss, model=model)
+
+
+def candidates(cfg, vocab: int) -> list[tuple[int, int]]:
+  """(micro_batch_size, logps_vocab_chunk) in the order tried (module doc)."""
+  micro, chunk = cfg.loss.micro_batch_size, cfg.model.logps_vocab_chunk
+  micros = micro_candidates(cfg) if micro == AUTO else [micro]
+  chunks = vocab_candidates(vocab) if chunk == AUTO else [chunk]
+  return [(m, c) for m in micros for c in chunks]
+
+
+def first_candidate(cfg):
+  """``cfg`` with each auto key at its first candidate, 0 (the old defaults): the memory plan
+  and ``--mode=compile`` (``grpo_jax.planning``) read this, the program ``auto`` tries first."""
+  micro, chunk = cfg.loss.micro_batch_size, cfg.model.logps_vocab_chunk
+  return with_knobs(cfg, 0 if micro == AUTO else micro, 0 if chunk == AUTO else chunk)
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateShapes:
+  """What the update is compiled for: ``build(cfg) -> jitted update`` at the sampled width,
+  the abstract train state (with shardings), prompt and response slots, the mesh, and the
+  mesh to lower under (``mesh.constrain_activations``) or None."""
+
+  build: object
+  state: object
+  prompt: int
+  response: int
+  mesh: object
+  lower_mesh: object = None
+
+
+def fit_update(cfg, u: UpdateShapes, vocab: int, log=print):
+  """(``cfg`` with both keys resolved to ints, the compiled update that fits: ``fit.Fitted``).
+  Raises ``fit.DoesNotFit`` when no candidate fits."""
+  budget = fit.device_budget(u.mesh)
+  device = fit.device_name(u.mesh)
+  tried = candidates(cfg, vocab)
+  last = None
+  for micro, chunk in tried:
+    e = with_knobs(cfg, micro, chunk)
+    batch = fit.widest_batch(e, u.mesh, u.prompt, u.response)
+    last = fit.compile_program("update", u.build(e), (u.state, batch), u.lower_mesh)
+    knobs = f"loss.micro_batch_size = {micro}, model.logps_vocab_chunk = {chunk}"
+    if last.bytes <= budget:
+      if len(tried) > 1:
+        log(f"auto: {knobs} (update {fit.gib(last.bytes)} of {fit.gib(budget)} per device)")
+      return e, last
+    if len(tried) > 1:
+      log(f"auto: {knobs} does not fit (update {fit.gib(last.bytes)})")
+  hint = f" (tried {len(tried)} settings of the auto keys, this the last)" if len(tried) > 1 else ""
+  fit.check(last, budget, device, hint)
+  raise AssertionError("unreachable: check raises")
+
+
+__all__ = [
+  "UpdateShapes",
+  "candidates",
+  "first_candidate",
+  "fit_update",
+  "micro_candidates",
+  "vocab_size",
+]

@@ -1,0 +1,82 @@
+"""The update compiled at load (``grpo_jax.train.fit``, ``autofit``): a run whose update does not
+fit its devices stops before any rollout or checkpoint, naming the program and both byte counts;
+the loop runs the executable compiled there (one compile of the full-width update in a 2-step
+run); ``auto`` keeps the old defaults where they fit and halves the micro-batch where they do
+not."""
+
+import logging
+
+import jax
+import pytest
+
+from grpo_jax.train import autofit, fit, loop
+
+
+def _tiny(load_cfg, *overrides):
+  return load_cfg(("loss.length_buckets=0", *overrides))
+
+
+def test_a_run_that_does_not_fit_stops_at_load(tmp_path, load_cfg, monkeypatch):
+  monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: 1000.0)
+  cfg = _tiny(load_cfg, "loss.micro_batch_size=0", "eval.before=True")
+  with pytest.raises(fit.DoesNotFit) as err:
+    loop.train(cfg, tmp_path, log=lambda *_: None)
+  message = str(err.value)
+  assert "program 'update' needs " in message
+  needs = int(message.split(" needs ")[1].split(" bytes")[0].replace(",", ""))
+  assert needs > 1000
+  assert "than the 1,000 bytes" in message and "cpu device" in message
+  assert not list((tmp_path / "checkpoints").glob("*")), "stopped before the first checkpoint"
+  assert not (tmp_path / "metrics.jsonl").exists() and not (tmp_path / "eval").exists()
+
+
+def test_the_update_compiles_once_in_a_two_step_run(tmp_path, load_cfg, caplog):
+  cfg = _tiny(load_cfg, "eval.before=False", "eval.after=False")
+  with jax.log_compiles(), caplog.at_level(logging.WARNING, logger="jax"):
+    loop.train(cfg, tmp_path, log=lambda *_: None)
+  updates = [r for r in caplog.records if "compilation of jit(update)" in r.getMessage()]
+  assert len(updates) == 1, [r.getMessage() for r in updates]
+
+
+def _fit(cfg, log=lambda *_: None):
+  s = loop.setup(cfg, log=log)
+  e, fitted = loop.fit_update(cfg, s, log)
+  (f,) = fitted.values()
+  return e, f
+
+
+def test_auto_picks_the_old_defaults_where_they_fit(load_cfg, monkeypatch):
+  cfg = _tiny(load_cfg, "loss.micro_batch_size=auto", "model.logps_vocab_chunk=auto")
+  e, full = _fit(cfg)
+  assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk) == (0, 0)
+  assert e.cfg.loss.micro_batch_size == "auto"  # config.json keeps what was asked for
+  # A budget just under the one-micro-batch update's bytes: the minibatch's 32 rows halved.
+  budget = full.bytes - 1
+  monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: budget)
+  logs = []
+  e, half = _fit(cfg, logs.append)
+  assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk) == (16, 0)
+  assert half.bytes <= budget < full.bytes
+  assert any("auto: loss.micro_batch_size = 16" in x for x in logs), logs
+
+
+def test_auto_runs_out_of_candidates(load_cfg, monkeypatch):
+  monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: 1000.0)
+  cfg = _tiny(load_cfg, "loss.micro_batch_size=auto")
+  with pytest.raises(fit.DoesNotFit, match=r"tried 6 settings of the auto keys"):
+    _fit(cfg)
+
+
+def test_micro_batch_candidates(load_cfg):
+  cfg = _tiny(load_cfg)  # B·G = 32 rows
+  assert autofit.micro_candidates(_view(cfg)) == [0, 16, 8, 4, 2, 1]
+  cfg = _tiny(load_cfg, "sampling.group_size=3", "loss.num_minibatches=2")  # 12 rows a minibatch
+  assert autofit.micro_candidates(_view(cfg)) == [0, 6, 3]
+  assert autofit.vocab_candidates(151_936) == [0, autofit.VOCAB_CHUNK]
+  assert autofit.vocab_candidates(1_000) == [0]
+
+
+def _view(cfg):
+  from grpo_jax.config import views
+
+  return views.build(cfg)
