@@ -156,35 +156,55 @@ class Loop:
   how: str  # exact | bounded | unknown
 
 
-def _less_than(inst: Instruction, comps: dict) -> tuple[str, ...] | None:
-  """The operands of ``a < b``: a ``compare(...), direction=LT``, or a fusion that wraps one
-  (XLA:CPU's ``wrapped_compare``), its parameters mapped to the fusion's operands."""
+def _constants(comp: Computation) -> dict:
+  return {
+    i.name: int(i.args)
+    for i in comp.instructions
+    if i.opcode == "constant" and re.fullmatch(r"\s*-?\d+\s*", i.args)
+  }
+
+
+def _less_than_bound(inst: Instruction, consts: dict, comps: dict) -> int | None:
+  """n of ``… < n`` (n a constant): a ``compare(...), direction=LT``, or one inside a fusion
+  (XLA:CPU's ``wrapped_compare``; a decode loop's fused ``t + 1 < n and not all done``), its
+  parameters mapped to the fusion's operands."""
   if inst.opcode == "compare":
-    return inst.operands if "direction=LT" in inst.attrs else None
+    if "direction=LT" not in inst.attrs:
+      return None
+    return next((consts[o] for o in inst.operands if o in consts), None)
   if inst.opcode != "fusion":
     return None
   called = [comps[n] for k, n in _callees(inst) if k == "calls" and n in comps]
-  if not called or not called[0].instructions:
+  if not called:
     return None
-  root = called[0].instructions[-1]
-  if root.opcode != "compare" or "direction=LT" not in root.attrs:
-    return None
-  index = {i.name: int(i.args) for i in called[0].instructions if i.opcode == "parameter"}
-  return tuple(inst.operands[index[o]] for o in root.operands if o in index)
+  inner = called[0]
+  outer = {
+    i.name: inst.operands[int(i.args)] for i in inner.instructions if i.opcode == "parameter"
+  }
+  values = {**_constants(inner), **{p: consts[o] for p, o in outer.items() if o in consts}}
+  for i in inner.instructions:  # the compare may sit under an and (a bounded loop)
+    if i.opcode == "compare" and "direction=LT" in i.attrs:
+      bound = next((values[o] for o in i.operands if o in values), None)
+      if bound is not None:
+        return bound
+  return None
+
+
+def _wraps_compare(inst: Instruction, comps: dict) -> bool:
+  """Whether a fusion computes nothing but its compare (its root is the compare)."""
+  called = [comps[n] for k, n in _callees(inst) if k == "calls" and n in comps]
+  return bool(called) and called[0].instructions[-1].opcode == "compare"
 
 
 def trip_count(cond: Computation, comps: dict | None = None) -> tuple[int, str]:
   """(n, how) of a while condition (module doc)."""
-  consts = {}
-  for inst in cond.instructions:
-    if inst.opcode == "constant" and re.fullmatch(r"\s*-?\d+\s*", inst.args):
-      consts[inst.name] = int(inst.args)
+  consts = _constants(cond)
   root = cond.instructions[-1] if cond.instructions else None
   for inst in cond.instructions:
-    operands = _less_than(inst, comps or {})
-    bound = [consts[o] for o in operands or () if o in consts]
-    if bound:
-      return max(1, bound[0]), "exact" if inst is root else "bounded"
+    bound = _less_than_bound(inst, consts, comps or {})
+    if bound is not None:
+      exact = inst is root and (inst.opcode == "compare" or _wraps_compare(inst, comps or {}))
+      return max(1, bound), "exact" if exact else "bounded"
   return 1, "unknown"
 
 
