@@ -79,6 +79,13 @@ def auto_spec(default, *, doc: str = "", **rules):
   return dataclasses.field(default=default, metadata=meta)
 
 
+def as_int(value, first: int = 0) -> int:
+  """An ``int | str`` key's value as an int. The loop resolves "auto" at load
+  (``grpo_jax.train.autofit``); a program built without it (a test, a notebook, the memory plan)
+  reads an unresolved "auto" as ``first``, the value auto tries first."""
+  return first if value == AUTO else int(value)
+
+
 def is_auto_type(tp) -> bool:
   return set(typing.get_args(tp)) == {int, str}
 
@@ -189,6 +196,7 @@ def fail(message: str) -> typing.NoReturn:
 
 __all__ = [
   "AUTO",
+  "as_int",
   "View",
   "auto_spec",
   "is_auto_type",

@@ -168,7 +168,7 @@ class Loss(View):
   )
   num_minibatches: int = spec(1, ge=1, doc="optimizer steps per pass (rows split evenly)")
   micro_batch_size: int | str = auto_spec(
-    0,
+    "auto",
     ge=0,
     doc=(
       "rows per gradient-accumulation chunk; 0 = a whole minibatch; auto = the largest "

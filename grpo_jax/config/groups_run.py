@@ -48,7 +48,7 @@ class Model(View):
     ),
   )
   logps_vocab_chunk: int | str = auto_spec(
-    0,
+    "auto",
     ge=0,
     doc=(
       "log-probs over vocabulary chunks of this many entries (online logsumexp), so the "

@@ -22,7 +22,7 @@ import dataclasses
 
 import jax
 
-from grpo_jax.config.fields import AUTO
+from grpo_jax.config.fields import AUTO, as_int
 from grpo_jax.train import fit
 
 VOCAB_CHUNK = 16_384  # the README's SmolLM2 example's chunk
@@ -72,8 +72,7 @@ def candidates(cfg, vocab: int) -> list[tuple[int, int]]:
 def first_candidate(cfg):
   """``cfg`` with each auto key at its first candidate, 0 (the old defaults): the memory plan
   and ``--mode=compile`` (``grpo_jax.planning``) read this, the program ``auto`` tries first."""
-  micro, chunk = cfg.loss.micro_batch_size, cfg.model.logps_vocab_chunk
-  return with_knobs(cfg, 0 if micro == AUTO else micro, 0 if chunk == AUTO else chunk)
+  return with_knobs(cfg, as_int(cfg.loss.micro_batch_size), as_int(cfg.model.logps_vocab_chunk))
 
 
 @dataclasses.dataclass(frozen=True)

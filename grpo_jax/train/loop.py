@@ -246,8 +246,10 @@ def train(
 
   # The update compiled at its widest batch: a run that does not fit stops here, before any
   # rollout or checkpoint; the auto keys resolve (grpo_jax.train.autofit). The loop runs this
-  # executable at the sampled width.
-  cfg, fitted = fit_update(cfg, s, log)
+  # executable at the sampled width. --mode=profile / presample run no update.
+  fitted = {}
+  if not (profile_only or presample_only):
+    cfg, fitted = fit_update(cfg, s, log)
 
   def make_step(completion_len: int):
     step_fn = make_update_step(

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from grpo_jax.config.fields import as_int
 from grpo_jax.models import pack_plan
 from grpo_jax.rollout.batch import UpdateBatch
 from grpo_jax.sharding import distributed
@@ -31,7 +32,7 @@ def cell_size(num_rows: int, loss, devices: int) -> int:
   """c: the largest run of consecutive rows that no split of the update cuts (the gcd of the
   sub-block sizes of the whole-batch passes, of each minibatch's micro-batches, of a
   minibatch and of a device's rows). ``loss``: the config's loss group."""
-  micro, minibatches = loss.micro_batch_size, loss.num_minibatches
+  micro, minibatches = as_int(loss.micro_batch_size), loss.num_minibatches
   k = num_parts(num_rows, micro, "loss.micro_batch_size")
   sizes = [num_rows // (row_blocks(num_rows, k, devices) * k), num_rows // minibatches]
   rows = num_rows // minibatches

@@ -39,6 +39,7 @@ from grpo_jax import advantages as adv_lib
 from grpo_jax import losses as loss_lib
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config.fields import as_int
 from grpo_jax.models.chunked_logps import chunked_token_logps
 from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.rollout.batch import UpdateBatch
@@ -173,9 +174,9 @@ def make_update_fn(
     raise ValueError(
       f"loss.num_iterations ({iterations}) and loss.num_minibatches ({minibatches}) must be >= 1"
     )
-  micro_rows = cfg.loss.micro_batch_size
-
-  vocab_chunk = cfg.model.logps_vocab_chunk
+  # Resolved at load by the loop (train.autofit); "auto" unresolved reads as 0 (as_int).
+  micro_rows = as_int(cfg.loss.micro_batch_size)
+  vocab_chunk = as_int(cfg.model.logps_vocab_chunk)
 
   def completion_logps(params, rows, share, with_entropy=False):
     # model.logps_vocab_chunk > 0: online logsumexp over vocabulary chunks, no N×L×V logits.

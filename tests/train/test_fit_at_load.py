@@ -5,11 +5,16 @@ run); ``auto`` keeps the old defaults where they fit and halves the micro-batch 
 not."""
 
 import logging
+import pathlib
 
 import jax
 import pytest
 
+from grpo_jax.config import files as config_file
+from grpo_jax.config import views
 from grpo_jax.train import autofit, fit, loop
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _tiny(load_cfg, *overrides):
@@ -77,6 +82,15 @@ def test_micro_batch_candidates(load_cfg):
 
 
 def _view(cfg):
-  from grpo_jax.config import views
-
   return views.build(cfg)
+
+
+@pytest.mark.parametrize(
+  "config, old",
+  [("tiny_test.py", (0, 0)), ("quickstart.py", (64, 0))],  # quickstart sets 64 micro-batch rows
+)
+def test_auto_by_default_resolves_to_the_old_values(config, old):
+  cfg = config_file.load(str(ROOT / "configs" / config))
+  assert views.build(cfg).model.logps_vocab_chunk == "auto"  # the default
+  e, _ = _fit(cfg)
+  assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk) == old
