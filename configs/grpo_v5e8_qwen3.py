@@ -23,7 +23,7 @@ from grpo_jax.config.files import parse_arg
 ARGS = ("model", "B", "G", "T", "ckpt")
 PRESETS = {"1.7b": "qwen3-1.7b", "4b": "qwen3_4b_base"}
 # The largest B × G × T that fits per XLA (measured with --mode=compile --target v5e-8).
-FITS = {"1.7b": (32, 8, 2048), "4b": (16, 8, 2048)}
+FITS = {"1.7b": (24, 8, 2048), "4b": (8, 8, 2048)}
 
 
 def get_config(arg=None):

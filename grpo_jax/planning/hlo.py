@@ -6,7 +6,8 @@ optimized, SPMD-partitioned HLO module (per device) and weighs every computation
 it runs:
 
   runs(entry) = 1;  runs(c) = Σ over the instructions that call c of runs(caller) · trips
-  trips = the loop's trip count for a ``while`` body and condition, 1 for any other call
+  trips = the loop's trip count for a ``while`` body and condition, 1 / n for each of a
+  conditional's n branches (one runs), 1 for any other call
 
 A loop's trip count is read from its condition: ``compare(counter, constant(n)),
 direction=LT`` gives n. A condition that also tests data (the sampler's "every row has
@@ -236,6 +237,11 @@ def run_counts(comps: dict[str, Computation]) -> tuple[dict[str, float], dict[st
         if name not in comps:
           continue
         mult = trips if kind in ("body", "condition") else 1
+        if kind in ("branch", "true_computation", "false_computation"):
+          # A conditional runs one of its branches: each counts 1/n of the runs (exact when
+          # they cost the same, as a scanned model's sliding and full layers do).
+          mult = 1 / max(1, sum(k in ("branch", "true_computation", "false_computation")
+                                for k, _ in callees))  # fmt: skip
         runs[name] = runs.get(name, 0.0) + runs[comp.name] * mult
         inner = depth[comp.name] + (1 if kind in ("body", "condition") else 0)
         depth[name] = max(depth.get(name, 0), inner)

@@ -112,3 +112,31 @@ def test_real_taps(window, size, taps):
 def test_type_bytes():
   assert hlo.type_bytes("bf16[8,128]{1,0:T(8,128)(2,1)}") == 8 * 128 * 2
   assert hlo.type_bytes("(s32[], f32[4,4]{1,0}, /*index=2*/pred[3])") == 4 + 64 + 3
+
+
+def test_a_conditional_runs_one_branch():
+  """Two branches of equal cost behind a conditional count once, not twice."""
+  module = MODULE.replace(
+    "  %act = f32[16,32]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    "  %p = pred[] constant(true)\n"
+    "  %act = f32[16,32]{1,0} conditional(%p, %a, %a), true_computation=%left, "
+    "false_computation=%right",
+  )
+  branch = """
+%left (l: f32[16,64]) -> f32[16,32] {
+  %l = f32[16,64]{1,0} parameter(0)
+  %bl = f32[64,32]{1,0} constant({...})
+  ROOT %dl = f32[16,32]{1,0} dot(%l, %bl), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%right (r: f32[16,64]) -> f32[16,32] {
+  %r = f32[16,64]{1,0} parameter(0)
+  %br = f32[64,32]{1,0} constant({...})
+  ROOT %dr = f32[16,32]{1,0} dot(%r, %br), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+  module = module.replace("ENTRY %main", branch + "\nENTRY %main")
+  stats = hlo.analyze(module)
+  body = 2 * 16 * 128 * 64
+  entry = 2 * 16 * 32 * 64 + 2 * 32 * 8 * 32
+  assert stats.matmul_flops == 7 * body + entry
