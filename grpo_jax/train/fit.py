@@ -39,8 +39,11 @@ class DoesNotFit(RuntimeError):
 def device_budget(mesh, fraction: float = FIT_FRACTION) -> float:
   """Bytes per device a program may use: ``fraction`` of the first device's ``bytes_limit``,
   or on the CPU (no memory stats) of the host's RAM over this process's local devices."""
-  device = mesh.devices.flat[0]
-  stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+  device = _local_device(mesh)
+  try:
+    stats = device.memory_stats()
+  except Exception:  # noqa: BLE001 (a backend without the query)
+    stats = None
   if stats and stats.get("bytes_limit"):
     return fraction * float(stats["bytes_limit"])
   ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -137,8 +140,14 @@ def check(fitted: Fitted, budget: float, device: str, hint: str = "") -> None:
   )
 
 
+def _local_device(mesh):
+  """One of this process's devices on ``mesh`` (multi-host: another's cannot be queried)."""
+  local = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+  return local[0] if local else mesh.devices.flat[0]
+
+
 def device_name(mesh, fraction: float = FIT_FRACTION) -> str:
-  d = mesh.devices.flat[0]
+  d = _local_device(mesh)
   return f"{fraction:.0%} of one {d.platform} device's memory ({d.device_kind})"
 
 

@@ -5,9 +5,11 @@ run); ``auto`` keeps the old defaults where they fit and halves the micro-batch 
 not."""
 
 import logging
+import os
 import pathlib
 
 import jax
+import numpy as np
 import pytest
 
 from grpo_jax.config import files as config_file
@@ -94,3 +96,26 @@ def test_auto_by_default_resolves_to_the_old_values(config, old):
   assert views.build(cfg).model.logps_vocab_chunk == "auto"  # the default
   e, _ = _fit(cfg)
   assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk) == old
+
+
+class _Device:
+  platform, device_kind, process_index = "gpu", "fake", 0
+
+  def __init__(self, stats):
+    self.stats = stats
+
+  def memory_stats(self):
+    return self.stats
+
+
+class _Mesh:
+  def __init__(self, device):
+    self.devices = np.array([device], dtype=object)
+
+
+def test_device_budget_reads_the_device_limit_else_the_host_ram():
+  gpu = _Mesh(_Device({"bytes_limit": 80 * 2**30}))
+  assert fit.device_budget(gpu) == pytest.approx(0.9 * 80 * 2**30)
+  cpu = _Mesh(_Device(None))
+  ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  assert fit.device_budget(cpu) == pytest.approx(0.9 * ram / jax.local_device_count())
