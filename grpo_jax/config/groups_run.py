@@ -31,13 +31,21 @@ class Model(View):
   dtype: str = spec("float32", choices=DTYPES, doc="compute dtype; log-softmax runs in float32")
   param_dtype: str = spec("float32", choices=DTYPES, doc="parameter dtype")
   remat: str = spec(
-    "none",
-    choices=("dots_saveable", "dots_with_no_batch_dims_saveable", "full", "none", "offload"),
+    "auto",
+    choices=(
+      "auto",
+      "dots_saveable",
+      "dots_with_no_batch_dims_saveable",
+      "full",
+      "none",
+      "offload",
+    ),
     doc=(
       "recompute each layer's activations in the backward pass: full keeps only the layer "
       "input, dots_saveable also every matmul output, dots_with_no_batch_dims_saveable the "
       "projections' outputs, offload moves the layer input to host memory "
-      "(grpo_jax/models/remat.py)"
+      "(grpo_jax/models/remat.py); auto = none if the compiled update fits the devices, else "
+      "full (grpo_jax/train/autofit.py)"
     ),
   )
   scan_layers: bool = spec(

@@ -12,6 +12,7 @@ import pathlib
 
 from flax import nnx
 
+from grpo_jax.models import remat as remat_lib
 from grpo_jax.models.gguf_io import load_gguf, load_gguf_tokenizer
 from grpo_jax.models.hf_io import HFModel, load_hf
 from grpo_jax.models.layer_stack import stack_layers
@@ -47,7 +48,7 @@ def policy_config(model_cfg, vocab_size: int | None = None) -> ModelConfig:
   if preset not in PRESETS:
     raise ValueError(f"unknown model.preset '{preset}'; available: {sorted(PRESETS)}")
   cfg = dataclasses.replace(
-    PRESETS[preset], remat=model_cfg.remat, scan_layers=model_cfg.scan_layers
+    PRESETS[preset], remat=remat_lib.built(model_cfg.remat), scan_layers=model_cfg.scan_layers
   )
   if model_cfg.vocab_size > 0:
     cfg = dataclasses.replace(cfg, vocab_size=model_cfg.vocab_size)
@@ -75,7 +76,8 @@ def build_policy(cfg, vocab_size: int | None = None) -> tuple[nnx.GraphDef, dict
         f"tokenizer's {vocab_size}"
       )
     # The checkpoint's layout is unrolled; scan_layers stacks it (layer_stack.py).
-    model_cfg = dataclasses.replace(model.config, remat=m.remat, scan_layers=m.scan_layers)
+    remat = remat_lib.built(m.remat)
+    model_cfg = dataclasses.replace(model.config, remat=remat, scan_layers=m.scan_layers)
     params = stack_layers(model.params) if m.scan_layers else model.params
     return abstract_graphdef(model_cfg), params
   model_cfg = policy_config(m, vocab_size)

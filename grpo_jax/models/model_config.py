@@ -15,6 +15,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from grpo_jax.models import remat as remat_lib
 from grpo_jax.models.families import FAMILIES
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -163,6 +164,6 @@ class ModelConfig:
       dtype=model_cfg.dtype,
       param_dtype=model_cfg.param_dtype,
       family=family,
-      remat=model_cfg.remat,
+      remat=remat_lib.built(model_cfg.remat),
       scan_layers=model_cfg.scan_layers,
     )

@@ -36,6 +36,13 @@ REMAT_POLICIES = {
   ),
 }
 REMAT_CHOICES = ("none", *REMAT_POLICIES)
+AUTO = "auto"  # model.remat = "auto": picked at load by the loop (grpo_jax.train.autofit)
+
+
+def built(name: str) -> str:
+  """The remat a model is built with: "auto" unresolved builds as "none", the first value auto
+  tries; the loop rebuilds the graphdef with the one it picks."""
+  return "none" if name == AUTO else name
 
 
 def remat_policy(name: str):

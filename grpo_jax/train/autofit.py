@@ -1,5 +1,5 @@
-"""``loss.micro_batch_size = "auto"`` and ``model.logps_vocab_chunk = "auto"``: the update's
-memory knobs picked at load by compiling the update (``grpo_jax.train.fit``).
+"""``loss.micro_batch_size``, ``model.logps_vocab_chunk`` and ``model.remat`` = "auto": the
+update's memory knobs picked at load by compiling the update (``grpo_jax.train.fit``).
 
 Candidates, tried in order until one's compiled update fits the device budget:
 
@@ -7,7 +7,9 @@ Candidates, tried in order until one's compiled update fits the device budget:
   then m/2, m/4, ... while they divide m (``train.microbatch.num_parts``' rule): the largest
   micro-batch that fits, the fewest gradient-accumulation passes;
 * vocabulary chunk, for each micro-batch: 0 (one pass over the whole vocabulary, no chunking
-  overhead), then :data:`VOCAB_CHUNK` entries when the vocabulary is larger.
+  overhead), then :data:`VOCAB_CHUNK` entries when the vocabulary is larger;
+* ``model.remat = "auto"``, for each of those: none, then full (only the layer inputs kept; a
+  third more compute), the graphdef rebuilt with it (:func:`with_remat`).
 
 A key set to an int is its only candidate. Where the first candidate fits (every small run),
 ``auto`` resolves to the old defaults, 0 and 0, and the run's numbers are those of before. The
@@ -21,8 +23,11 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+from flax import nnx
 
 from grpo_jax.config.fields import AUTO, as_int
+from grpo_jax.models import remat as remat_lib
+from grpo_jax.models.build import abstract_graphdef
 from grpo_jax.train import fit
 
 VOCAB_CHUNK = 16_384  # the README's SmolLM2 example's chunk
@@ -54,30 +59,43 @@ def vocab_candidates(vocab: int) -> list[int]:
   return [0, VOCAB_CHUNK] if vocab > VOCAB_CHUNK else [0]
 
 
-def with_knobs(cfg, micro: int, chunk: int):
-  """``cfg`` (a ``views.Experiment``) with the two keys set (frozen: a replaced copy)."""
+def with_knobs(cfg, micro: int, chunk: int, remat: str | None = None):
+  """``cfg`` (a ``views.Experiment``) with the keys set (frozen: a replaced copy); ``remat``
+  None keeps the config's."""
   loss = dataclasses.replace(cfg.loss, micro_batch_size=micro)
-  model = dataclasses.replace(cfg.model, logps_vocab_chunk=chunk)
+  remat = cfg.model.remat if remat is None else remat
+  model = dataclasses.replace(cfg.model, logps_vocab_chunk=chunk, remat=remat)
   return dataclasses.replace(cfg, loss=loss, model=model)
 
 
-def candidates(cfg, vocab: int) -> list[tuple[int, int]]:
-  """(micro_batch_size, logps_vocab_chunk) in the order tried (module doc)."""
-  micro, chunk = cfg.loss.micro_batch_size, cfg.model.logps_vocab_chunk
+def with_remat(graphdef, params, remat: str):
+  """``graphdef`` rebuilt with ``model.remat = remat`` (the same parameters)."""
+  model_cfg = nnx.merge(graphdef, params).cfg
+  if model_cfg.remat == remat:
+    return graphdef
+  return abstract_graphdef(dataclasses.replace(model_cfg, remat=remat))
+
+
+def candidates(cfg, vocab: int) -> list[tuple[int, int, str]]:
+  """(micro_batch_size, logps_vocab_chunk, remat) in the order tried (module doc)."""
+  micro, chunk, remat = cfg.loss.micro_batch_size, cfg.model.logps_vocab_chunk, cfg.model.remat
   micros = micro_candidates(cfg) if micro == AUTO else [micro]
   chunks = vocab_candidates(vocab) if chunk == AUTO else [chunk]
-  return [(m, c) for m in micros for c in chunks]
+  remats = ["none", "full"] if remat == AUTO else [remat]
+  return [(m, c, r) for m in micros for c in chunks for r in remats]
 
 
 def first_candidate(cfg):
   """``cfg`` with each auto key at its first candidate, 0 (the old defaults): the memory plan
   and ``--mode=compile`` (``grpo_jax.planning``) read this, the program ``auto`` tries first."""
-  return with_knobs(cfg, as_int(cfg.loss.micro_batch_size), as_int(cfg.model.logps_vocab_chunk))
+  micro, chunk = as_int(cfg.loss.micro_batch_size), as_int(cfg.model.logps_vocab_chunk)
+  return with_knobs(cfg, micro, chunk, remat_lib.built(cfg.model.remat))
 
 
 @dataclasses.dataclass(frozen=True)
 class UpdateShapes:
-  """What the update is compiled for: ``build(cfg) -> jitted update`` at the sampled width,
+  """What the update is compiled for: ``build(cfg) -> jitted update`` at the sampled width
+  (with the graphdef of ``cfg.model.remat``),
   the abstract train state (with shardings), prompt and response slots, the mesh, and the
   mesh to lower under (``mesh.constrain_activations``) or None."""
 
@@ -96,11 +114,12 @@ def fit_update(cfg, u: UpdateShapes, vocab: int, log=print):
   device = fit.device_name(u.mesh)
   tried = candidates(cfg, vocab)
   last = None
-  for micro, chunk in tried:
-    e = with_knobs(cfg, micro, chunk)
+  for micro, chunk, remat in tried:
+    e = with_knobs(cfg, micro, chunk, remat)
     batch = fit.widest_batch(e, u.mesh, u.prompt, u.response)
     last = fit.compile_program("update", u.build(e), (u.state, batch), u.lower_mesh)
     knobs = f"loss.micro_batch_size = {micro}, model.logps_vocab_chunk = {chunk}"
+    knobs += f", model.remat = {remat}" if cfg.model.remat == AUTO else ""
     if last.bytes <= budget:
       if len(tried) > 1:
         log(f"auto: {knobs} (update {fit.gib(last.bytes)} of {fit.gib(budget)} per device)")

@@ -109,20 +109,22 @@ def setup(cfg, log=print) -> Setup:
 
 
 def fit_update(cfg, s: Setup, log=print):
-  """(``cfg`` with its auto keys resolved, {T: the compiled update}): the update at the sampled
-  width T compiled on the run's mesh and shardings, checked against the devices' memory
-  (``grpo_jax.train.fit``, ``autofit``); raises ``fit.DoesNotFit`` naming its bytes."""
+  """(``cfg`` with its auto keys resolved, ``s`` with the graphdef of its remat, {T: the
+  compiled update}): the update at the sampled width T compiled on the run's mesh and
+  shardings, checked against the devices' memory (``grpo_jax.train.fit``, ``autofit``); raises
+  ``fit.DoesNotFit`` naming its bytes."""
   cfg = views.build(cfg)
   P, T = s.rollout.prompt_len, fit.response_slots(cfg)
+  graphdef = lambda e: autofit.with_remat(s.graphdef, s.params, e.model.remat)
 
   def build(e):
-    return make_update_step(s.graphdef, s.optimizer, e, s.mesh, s.state_shardings, P, T)
+    return make_update_step(graphdef(e), s.optimizer, e, s.mesh, s.state_shardings, P, T)
 
   state = fit.abstract(s.state_shapes, s.state_shardings)
   lower_mesh = s.mesh if cfg.mesh.constrain_activations else None
   shapes = autofit.UpdateShapes(build, state, P, T, s.mesh, lower_mesh)
   e, fitted = autofit.fit_update(cfg, shapes, autofit.vocab_size(s.params), log)
-  return e, {T: fitted}
+  return e, dataclasses.replace(s, graphdef=graphdef(e)), {T: fitted}
 
 
 def _evaluator(cfg, s: Setup, workdir: epath.Path):
@@ -249,7 +251,8 @@ def train(
   # executable at the sampled width. --mode=profile / presample run no update.
   fitted = {}
   if not (profile_only or presample_only):
-    cfg, fitted = fit_update(cfg, s, log)
+    cfg, s, fitted = fit_update(cfg, s, log)
+    graphdef = s.graphdef
 
   def make_step(completion_len: int):
     step_fn = make_update_step(

@@ -47,13 +47,13 @@ def test_the_update_compiles_once_in_a_two_step_run(tmp_path, load_cfg, caplog):
 
 def _fit(cfg, log=lambda *_: None):
   s = loop.setup(cfg, log=log)
-  e, fitted = loop.fit_update(cfg, s, log)
+  e, _, fitted = loop.fit_update(cfg, s, log)
   (f,) = fitted.values()
   return e, f
 
 
 def test_auto_picks_the_old_defaults_where_they_fit(load_cfg, monkeypatch):
-  cfg = _tiny(load_cfg, "loss.micro_batch_size=auto", "model.logps_vocab_chunk=auto")
+  cfg = _tiny(load_cfg, "model.remat=none")  # micro-batch and vocabulary chunk: auto
   e, full = _fit(cfg)
   assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk) == (0, 0)
   assert e.cfg.loss.micro_batch_size == "auto"  # config.json keeps what was asked for
@@ -67,9 +67,22 @@ def test_auto_picks_the_old_defaults_where_they_fit(load_cfg, monkeypatch):
   assert any("auto: loss.micro_batch_size = 16" in x for x in logs), logs
 
 
+def test_auto_remat_rebuilds_the_graphdef_where_none_does_not_fit(load_cfg, monkeypatch):
+  cfg = _tiny(load_cfg, "loss.micro_batch_size=0", "model.remat=auto")
+  s = loop.setup(cfg)
+  assert s.graphdef == autofit.with_remat(s.graphdef, s.params, "none")  # built as none
+  e, s_none, fitted = loop.fit_update(cfg, s)
+  assert e.model.remat == "none" and s_none.graphdef == s.graphdef
+  budget = fitted[12].bytes - 1
+  monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: budget)
+  e, s_full, fitted = loop.fit_update(cfg, s)
+  assert e.model.remat == "full" and fitted[12].bytes <= budget
+  assert s_full.graphdef == autofit.with_remat(s.graphdef, s.params, "full") != s.graphdef
+
+
 def test_auto_runs_out_of_candidates(load_cfg, monkeypatch):
   monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: 1000.0)
-  cfg = _tiny(load_cfg, "loss.micro_batch_size=auto")
+  cfg = _tiny(load_cfg, "model.remat=none")
   with pytest.raises(fit.DoesNotFit, match=r"tried 6 settings of the auto keys"):
     _fit(cfg)
 
@@ -89,13 +102,14 @@ def _view(cfg):
 
 @pytest.mark.parametrize(
   "config, old",
-  [("tiny_test.py", (0, 0)), ("quickstart.py", (64, 0))],  # quickstart sets 64 micro-batch rows
+  [("tiny_test.py", (0, 0, "none")), ("quickstart.py", (64, 0, "none"))],  # quickstart: 64 rows
 )
 def test_auto_by_default_resolves_to_the_old_values(config, old):
   cfg = config_file.load(str(ROOT / "configs" / config))
-  assert views.build(cfg).model.logps_vocab_chunk == "auto"  # the default
+  m = views.build(cfg).model
+  assert (m.logps_vocab_chunk, m.remat) == ("auto", "auto")  # the defaults
   e, _ = _fit(cfg)
-  assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk) == old
+  assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk, e.model.remat) == old
 
 
 class _Device:
