@@ -35,7 +35,7 @@ def _loss_and_grad(remat, scan_layers=False):
 
 
 def test_choices_are_the_config_keys():
-  assert set(REMAT_CHOICES) == set(views.CHOICES["model.remat"])
+  assert {*REMAT_CHOICES, "auto"} == set(views.CHOICES["model.remat"])  # auto: train.autofit
   assert set(REMAT_CHOICES) == {"none", *POLICIES}
 
 
