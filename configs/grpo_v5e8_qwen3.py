@@ -9,9 +9,12 @@ have (8 chips × 16 GiB HBM), sized with the compiler.
       --config.model.hf_path=/ckpt/Qwen3-1.7B --workdir runs/grpo_v5e8
 
 Mesh fsdp 4 × tensor 2: parameters and Adam moments over all 8 chips, heads over 2 (the sampler
-reads half the weights per chip and token), rows over the 4 fsdp devices. B × G × T is the
-largest whose compiled step fits in 90% of 16 GiB per chip (docs/scaling.md, "Compiled for the
-slice"); the KV cache of the B·G rows is what bounds it.
+reads half the weights per chip and token), rows over the 4 fsdp devices. For Qwen3-1.7B,
+B 28 × G 8 × T 2,048 is the largest B whose compiled step fits in 90% of 16 GiB per chip (14.23
+GiB; B 32 needs 15.70): the sampler's KV cache of the B·G rows bounds it
+(docs/results/2026-12-07_tpu_compile.md). Qwen3-4B does not fit a v5e-8 at any B: float32
+masters, Adam moments and the update's gradient buffers take 11 of the 14.4 GiB before any
+activation (15.26 GiB compiled at B 8); take a v6e-8 (32 GiB a chip) with the same mesh.
 
 Arguments: ``model`` (1.7b | 4b), ``B`` (prompts per step), ``G`` (group size), ``T`` (new
 tokens), ``ckpt``.
@@ -22,8 +25,9 @@ from grpo_jax.config.files import parse_arg
 
 ARGS = ("model", "B", "G", "T", "ckpt")
 PRESETS = {"1.7b": "qwen3-1.7b", "4b": "qwen3_4b_base"}
-# The largest B × G × T that fits per XLA (measured with --mode=compile --target v5e-8).
-FITS = {"1.7b": (24, 8, 2048), "4b": (8, 8, 2048)}
+# 1.7B: the largest B × G × T that fits a v5e-8 per XLA (--mode=compile --target v5e-8); 4B: the
+# B compiled for the finding above (it fits no v5e-8).
+FITS = {"1.7b": (28, 8, 2048), "4b": (8, 8, 2048)}
 
 
 def get_config(arg=None):

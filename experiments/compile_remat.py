@@ -17,7 +17,9 @@ from grpo_jax.config.groups_run import Model
 from grpo_jax.planning import compiled, programs, topology
 from grpo_jax.rundir import tables
 
-POLICIES = next(f for f in dataclasses.fields(Model) if f.name == "remat").metadata["choices"]
+# Every policy model.remat names ("auto" picks one of them at load).
+REMAT = next(f for f in dataclasses.fields(Model) if f.name == "remat").metadata["choices"]
+POLICIES = tuple(p for p in REMAT if p != "auto")
 
 
 def main(argv: list[str]) -> int:

@@ -137,7 +137,7 @@ def _no_persistent_cache(mesh):
 
 
 def compile_one(p: programs.Program, mesh, gather_shapes: set, where: str):
-  """(compiled, Record) of one program; a failure is a CompileError naming it."""
+  """(compiled, lowered, Record) of one program; a failure is a CompileError naming it."""
   try:
     with jax.set_mesh(mesh), _no_persistent_cache(mesh):
       t0 = time.perf_counter()
