@@ -10,9 +10,9 @@ FAMILIES = [
 ]
 
 
-def small_model(family: str = "qwen3", vocab: int = 97, **kw):
-  """(graphdef, params) of a 3-layer decoder of ``family`` (4 heads over 2 key-value heads)."""
-  cfg = models.ModelConfig(
+def small_config(family: str = "qwen3", vocab: int = 97, **kw) -> models.ModelConfig:
+  """A 3-layer decoder of ``family`` (4 heads over 2 key-value heads, D 32, MLP 64)."""
+  return models.ModelConfig(
     vocab_size=vocab,
     hidden_dim=32,
     num_layers=3,
@@ -23,4 +23,9 @@ def small_model(family: str = "qwen3", vocab: int = 97, **kw):
     family=family,
     **kw,
   )
+
+
+def small_model(family: str = "qwen3", vocab: int = 97, **kw):
+  """(graphdef, params) of :func:`small_config`'s decoder."""
+  cfg = small_config(family, vocab, **kw)
   return models.init_params(cfg, 0)

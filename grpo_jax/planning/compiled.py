@@ -36,6 +36,7 @@ import numpy as np
 from grpo_jax import sharding as shard_lib
 from grpo_jax.planning import hlo, programs
 from grpo_jax.planning.memory import Hardware
+from grpo_jax.train import fit
 
 FIT_FRACTION = 0.9
 MEMORY_KEYS = ("argument", "output", "alias", "temp", "code")
@@ -147,14 +148,7 @@ def compile_one(p: programs.Program, mesh, gather_shapes: set, where: str):
       t2 = time.perf_counter()
   except Exception as e:  # XLA raises its own types; the message is what matters
     raise CompileError(f"program '{p.name}' failed to compile for {where}:\n{e}") from e
-  mem = compiled.memory_analysis()
-  memory = {
-    "argument": mem.argument_size_in_bytes,
-    "output": mem.output_size_in_bytes,
-    "alias": mem.alias_size_in_bytes,
-    "temp": mem.temp_size_in_bytes,
-    "code": mem.generated_code_size_in_bytes,
-  }
+  memory = fit.memory_bytes(compiled)
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, list | tuple) else cost
   stats = hlo.analyze(compiled.as_text())

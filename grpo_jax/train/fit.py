@@ -113,14 +113,19 @@ def compile_program(name: str, jitted, args: tuple, mesh=None) -> Fitted:
   given, as ``sharding.under_mesh`` runs it) and compiled."""
   with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
     compiled = jitted.lower(*args).compile()
+  return Fitted(name, compiled, args[-1], memory_bytes(compiled))
+
+
+def memory_bytes(compiled) -> dict:
+  """XLA's ``memory_analysis()`` per device: argument, output, alias, temp and code bytes."""
   mem = compiled.memory_analysis()
-  memory = {
+  return {
     "argument": mem.argument_size_in_bytes,
     "output": mem.output_size_in_bytes,
     "alias": mem.alias_size_in_bytes,
     "temp": mem.temp_size_in_bytes,
+    "code": mem.generated_code_size_in_bytes,
   }
-  return Fitted(name, compiled, args[-1], memory)
 
 
 def gib(num_bytes: float) -> str:

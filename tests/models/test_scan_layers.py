@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers_models import FAMILIES
+from helpers_models import FAMILIES, small_config
 
 from grpo_jax import models, sampling
 from grpo_jax.models import pack_plan
@@ -21,17 +21,7 @@ IDS = [f for f, _ in FAMILIES]
 
 
 def _cfg(family="qwen3", **kw):
-  return models.ModelConfig(
-    vocab_size=V,
-    hidden_dim=32,
-    num_layers=3,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=8,
-    mlp_dim=64,
-    family=family,
-    **kw,
-  )
+  return small_config(family, V, **kw)
 
 
 def _pair(family="qwen3", **kw):

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from helpers_models import small_config
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -18,17 +19,7 @@ from grpo_jax.models import hf_io, safetensors_io
 from grpo_jax.models.layer_stack import is_stacked, stack_layers
 from grpo_jax.sharding import rules
 
-CFG = models.ModelConfig(
-  vocab_size=64,
-  hidden_dim=32,
-  num_layers=3,
-  num_heads=4,
-  num_kv_heads=2,
-  head_dim=8,
-  mlp_dim=64,
-  tie_embeddings=False,
-  scan_layers=True,
-)
+CFG = small_config(vocab=64, tie_embeddings=False, scan_layers=True)
 
 
 def _exact(a, b):
