@@ -113,10 +113,12 @@ def finalize(cfg: ConfigDict) -> ConfigDict:
 
 def resolve_defaults(cfg: ConfigDict) -> None:
   """Keys whose default depends on another key, set in place: ``loss.rollout_correction =
-  'auto'`` is ``none`` with our sampler (its log-probs are the trainer's program) and
-  ``token_tis`` with an external engine (``sampling.engine``: other kernels, other numerics)."""
+  'auto'`` is ``token_tis`` when the sampler's log-probs are not the trainer's (an external
+  engine: other kernels, other numerics; ``rollout.off_policy_steps > 0``: parameters one update
+  stale, which the μ = 1 ratio of exactly 1 would not weigh) and ``none`` otherwise."""
   if cfg.loss.rollout_correction == "auto":
-    cfg.loss.rollout_correction = "none" if cfg.sampling.engine == "jax" else "token_tis"
+    foreign = cfg.sampling.engine != "jax" or cfg.rollout.off_policy_steps > 0
+    cfg.loss.rollout_correction = "token_tis" if foreign else "none"
 
 
 def to_dict(cfg: ConfigDict) -> dict:

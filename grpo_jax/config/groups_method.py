@@ -150,18 +150,28 @@ class Loss(View):
   )
   rollout_correction: str = spec(
     "auto",
-    choices=("auto", "none", "seq_mis", "token_tis"),
+    choices=("auto", "geo_mis", "none", "seq_mis", "seq_tis", "token_tis"),
     doc=(
-      "sampler-trainer mismatch correction: truncated IS per token, or masked sequences; auto = "
-      "none with sampling.engine 'jax', token_tis with an external engine (resolved at load)"
+      "sampler-trainer mismatch correction, verl's presets (IS weights, rejection); auto = "
+      "token_tis with an external engine or off-policy rollouts, else none (set at load)"
     ),
   )
-  rollout_is_cap: float = spec(2.0, gt=1, doc="token_tis: the cap C of the IS weight")
-  rollout_mis_low: float = spec(
-    0.5, gt=0, lt=1, doc="seq_mis: the lowest geometric-mean IS ratio a row keeps"
+  rollout_is_cap: float = spec(2.0, gt=1, doc="c: IS weights are truncated above at c")
+  rollout_rs_high: float = spec(
+    -1.0,
+    gt=1,
+    off=-1.0,
+    doc="the highest row ratio rejection keeps; -1 = the preset's (seq_mis 2.0, geo_mis 1.001)",
   )
-  rollout_mis_high: float = spec(
-    2.0, gt=1, doc="seq_mis: the highest geometric-mean IS ratio a row keeps"
+  rollout_rs_low: float = spec(
+    -1.0, gt=0, lt=1, off=-1.0, doc="the lowest row ratio rejection keeps; -1 = 1/high"
+  )
+  rollout_veto: float = spec(
+    -1.0,
+    ge=0,
+    lt=1,
+    off=-1.0,
+    doc="rows with a token ratio below it are rejected; 0 = off, -1 = the preset's (geo_mis 1e-4)",
   )
   num_iterations: int = spec(
     1, ge=1, doc="passes over the batch; with mu > 1 steps the old log-probs are recomputed"
@@ -202,6 +212,18 @@ class Loss(View):
   def check(self):
     if self.pack_width and not self.pack:
       fail(f"config key loss.pack_width = {self.pack_width} needs loss.pack = True (or 0)")
+    rejecting = self.rollout_correction in ("seq_mis", "geo_mis")
+    for key in ("rollout_rs_high", "rollout_rs_low"):
+      if getattr(self, key) != -1.0 and not rejecting:
+        fail(
+          f"config key loss.{key} = {getattr(self, key)} needs a rejecting "
+          f"loss.rollout_correction ('seq_mis' or 'geo_mis'), not {self.rollout_correction!r}"
+        )
+    if 0 < self.rollout_rs_high <= self.rollout_rs_low:
+      fail(
+        f"config key loss.rollout_rs_low = {self.rollout_rs_low} must be below "
+        f"loss.rollout_rs_high = {self.rollout_rs_high}"
+      )
 
 
 @group("dapo")

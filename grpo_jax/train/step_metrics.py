@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from grpo_jax import strategy
+from grpo_jax.losses import correction
 from grpo_jax.train.optimizer import learning_rate_schedule
 
 GIB = 2.0**30
@@ -62,8 +63,10 @@ def inactive(e) -> tuple[str, ...]:
     drop.append("loss/kl")  # no reference model
   if e.sampling.engine == "jax":
     drop.append("time/weight_push_s")  # the jitted sampler reads the trainer's parameters
-  if e.loss.rollout_correction != "seq_mis":
+  if not correction.rejects(e.loss):
     drop.append("mismatch/masked_frac")
+  if correction.bounds(e.loss)[2] <= 0:
+    drop.append("mismatch/veto_frac")
   if e.loss.dual_clip == 0:
     drop.append("clip/dual_frac")
   if e.advantage.baseline != "subgroup_offset":

@@ -273,16 +273,28 @@ def make_update_fn(
       if "ref_params" not in state:
         raise ValueError("loss.kl_coef != 0 needs state['ref_params'] (init_state adds it)")
       rows["ref_logps_NxT"] = forward(state["ref_params"])
+    # Old log-probs: the trainer's recomputation, once, before the first step (METHODS §4
+    # statement 15): for μ > 1, and for a rejecting correction, whose rejected rows leave the
+    # mask before the step's denominators are counted (METHODS §8 statement 21; verl's own
+    # old-log-prob pass). At μ = 1 the loss still reads π_old as its own stop-gradient.
+    multi_step = iterations * minibatches > 1
+    rejection = None
+    if multi_step or loss_lib.correction.rejects(cfg.loss):
+      old_logps_NxT = forward(state["params"])
+      if multi_step:
+        rows["old_logps_NxT"] = old_logps_NxT
+      if loss_lib.correction.rejects(cfg.loss):
+        rejection = loss_lib.correction.reject(
+          old_logps_NxT, batch.sample_logps_NxT, mask_NxT, cfg.loss
+        )
+        rows["mask_NxT"] = rejection.mask_NxT
 
-    if iterations * minibatches == 1:
+    if not multi_step:
       params, opt_state, stats, logps_NxT = optimizer_step(
         state["params"], state["opt_state"], rows
       )
     else:
-      # Old log-probs: the trainer's recomputation, once, before the first step
-      # (METHODS §4 statement 15).
-      logps_NxT = forward(state["params"])
-      rows["old_logps_NxT"] = logps_NxT
+      logps_NxT = rows["old_logps_NxT"]
       if num_rows % minibatches:
         raise ValueError(f"loss.num_minibatches = {minibatches} must divide the {num_rows} rows")
       # Contiguous minibatches (whole groups, whatever the mesh): which rows share an optimizer
@@ -309,7 +321,7 @@ def make_update_fn(
       **adv_aux,
       **rollout_metrics(batch, logps_NxT),
       **loss_lib.mismatch_metrics(
-        logps_NxT, batch.sample_logps_NxT, mask_NxT, batch.group_ids_N >= 0, cfg.loss
+        logps_NxT, batch.sample_logps_NxT, mask_NxT, batch.group_ids_N >= 0, rejection
       ),
     }
     new_state = dict(

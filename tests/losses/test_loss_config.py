@@ -112,7 +112,7 @@ def test_every_loss_key_is_covered_above():
     "length_buckets",  # flipped in tests/train/test_update_width.py (the update's width)
     "pack", "pack_width",  # flipped in tests/train/test_packing.py (the update's forward rows)
     # flipped in tests/losses/test_rollout_correction.py
-    "rollout_correction", "rollout_is_cap", "rollout_mis_low", "rollout_mis_high",
+    "rollout_correction", "rollout_is_cap", "rollout_rs_low", "rollout_rs_high", "rollout_veto",
   }  # fmt: skip
   assert set(base_config().loss.keys()) == covered
 
