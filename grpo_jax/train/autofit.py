@@ -107,11 +107,15 @@ class UpdateShapes:
   lower_mesh: object = None
 
 
-def fit_update(cfg, u: UpdateShapes, vocab: int, log=print):
+def fit_update(cfg, u: UpdateShapes, vocab: int, log=print, host_bytes: float = 0.0):
   """(``cfg`` with both keys resolved to ints, the compiled update that fits: ``fit.Fitted``).
-  Raises ``fit.DoesNotFit`` when no candidate fits."""
-  budget = fit.device_budget(u.mesh)
+  ``host_bytes``: host memory an external rollout engine holds, out of a CPU budget
+  (``fit.host_share``). Raises ``fit.DoesNotFit`` when no candidate fits."""
+  held = fit.host_share(u.mesh, host_bytes)
+  budget = fit.device_budget(u.mesh) - held
   device = fit.device_name(u.mesh)
+  if held:
+    device += f" less the rollout engine's {fit.gib(held)}"
   tried = candidates(cfg, vocab)
   last = None
   for micro, chunk, remat in tried:
@@ -122,7 +126,8 @@ def fit_update(cfg, u: UpdateShapes, vocab: int, log=print):
     knobs += f", model.remat = {remat}" if cfg.model.remat == AUTO else ""
     if last.bytes <= budget:
       if len(tried) > 1:
-        log(f"auto: {knobs} (update {fit.gib(last.bytes)} of {fit.gib(budget)} per device)")
+        engine = f", the rollout engine's {fit.gib(held)} out" if held else ""
+        log(f"auto: {knobs} (update {fit.gib(last.bytes)} of {fit.gib(budget)} per device{engine})")
       return e, last
     if len(tried) > 1:
       log(f"auto: {knobs} does not fit (update {fit.gib(last.bytes)})")

@@ -11,7 +11,8 @@ check costs no second compile.
 
 Budget per device: ``memory_stats()["bytes_limit"]`` where the backend reports it (GPU, TPU);
 on the CPU, the host's RAM over its local devices; times :data:`FIT_FRACTION`, the headroom
-``grpo_jax.planning.compiled`` also keeps.
+``grpo_jax.planning.compiled`` also keeps. On the CPU an external rollout engine (vLLM in this
+process) holds part of that RAM: its measured memory leaves the budget (:func:`host_share`).
 
 Shape letters: N = B·G rows, P prompt slots, R response slots (the sampled T), L = P + R.
 """
@@ -39,15 +40,30 @@ class DoesNotFit(RuntimeError):
 def device_budget(mesh, fraction: float = FIT_FRACTION) -> float:
   """Bytes per device a program may use: ``fraction`` of the first device's ``bytes_limit``,
   or on the CPU (no memory stats) of the host's RAM over this process's local devices."""
-  device = _local_device(mesh)
-  try:
-    stats = device.memory_stats()
-  except Exception:  # noqa: BLE001 (a backend without the query)
-    stats = None
-  if stats and stats.get("bytes_limit"):
-    return fraction * float(stats["bytes_limit"])
+  limit = _bytes_limit(mesh)
+  if limit:
+    return fraction * limit
   ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   return fraction * ram / max(jax.local_device_count(), 1)
+
+
+def host_share(mesh, host_bytes: float) -> float:
+  """Bytes per device that ``host_bytes`` of host memory held outside XLA's programs (an
+  external rollout engine's, ``sampling.engine``) take from :func:`device_budget`: where that
+  budget is the host's RAM (the CPU), ``host_bytes`` over this process's local devices; 0 where
+  the devices have memory of their own."""
+  if _bytes_limit(mesh):
+    return 0.0
+  return host_bytes / max(jax.local_device_count(), 1)
+
+
+def _bytes_limit(mesh) -> float:
+  """The first local device's ``bytes_limit``; 0 where the backend reports none (CPU)."""
+  try:
+    stats = _local_device(mesh).memory_stats()
+  except Exception:  # noqa: BLE001 (a backend without the query)
+    stats = None
+  return float(stats["bytes_limit"]) if stats and stats.get("bytes_limit") else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,5 +182,6 @@ __all__ = [
   "compile_program",
   "device_budget",
   "device_name",
+  "host_share",
   "widest_batch",
 ]

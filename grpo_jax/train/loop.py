@@ -27,6 +27,7 @@ from grpo_jax.rollout import dynamic_sampling
 from grpo_jax.rollout.one_stage import OneStageRollout, build_rollout
 from grpo_jax.rollout.overlap import Prefetcher
 from grpo_jax.rundir import names, paths
+from grpo_jax.sampling import engine as engine_lib
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.sharding import distributed
@@ -123,7 +124,9 @@ def fit_update(cfg, s: Setup, log=print):
   state = fit.abstract(s.state_shapes, s.state_shardings)
   lower_mesh = s.mesh if cfg.mesh.constrain_activations else None
   shapes = autofit.UpdateShapes(build, state, P, T, s.mesh, lower_mesh)
-  e, fitted = autofit.fit_update(cfg, shapes, autofit.vocab_size(s.params), log)
+  # vLLM (the process's one engine) starts here: on a CPU host its memory leaves the budget.
+  held = engine_lib.build_engine(cfg).host_bytes()
+  e, fitted = autofit.fit_update(cfg, shapes, autofit.vocab_size(s.params), log, held)
   return e, dataclasses.replace(s, graphdef=graphdef(e)), {T: fitted}
 
 
@@ -131,7 +134,7 @@ def _evaluator(cfg, s: Setup, workdir: epath.Path):
   """``run_eval(params, step) -> {benchmark: result}``, written to eval/<benchmark>_step<k>.json
   once: a resumed run reads existing files back instead of redoing them."""
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
-  chunk = B * G // cfg.eval.num_samples if (B * G) % cfg.eval.num_samples == 0 else B
+  chunk = engine_lib.eval_chunk(B, G, cfg.eval.num_samples)  # what the engine is sized for
   rng = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 2**31 - 1)  # never a step key
   with_strategy = cfg.eval.with_strategy and s.rollout.name == "two_stage"
   kind = s.rollout if with_strategy else OneStageRollout(cfg, s.task)

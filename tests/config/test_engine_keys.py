@@ -34,9 +34,9 @@ def test_auto_correction_is_none_on_our_sampler_and_token_tis_on_an_external_eng
 
 def test_the_key_picks_the_engine(hf_dir):
   cfg = _load(hf_dir)
-  assert isinstance(engine_lib.build_engine(cfg.sampling, cfg.model), engine_lib.JaxEngine)
+  assert isinstance(engine_lib.build_engine(cfg), engine_lib.JaxEngine)
   cfg = _load(hf_dir, "sampling.engine=vllm", "model.dtype=bfloat16")
-  engine = engine_lib.build_engine(cfg.sampling, cfg.model)
+  engine = engine_lib.build_engine(cfg)
   assert isinstance(engine, VllmEngine) and engine.llm is None  # vLLM is built at first use
   assert (engine.path, engine.dtype) == (cfg.model.hf_path, "bfloat16")
 

@@ -34,14 +34,21 @@ def _launch(env, hf, workdir, *overrides):
   cmd += ["--config.optimizer.learning_rate=1e-3"]
   proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, proc.stderr[-4000:]
-  return read.metrics(workdir)
+  return read.metrics(workdir), proc.stdout + proc.stderr
 
 
 def test_two_rl_steps_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_env, tmp_path):
   # One core each (see the unit tests); XLA's optimisation passes on: the update of the real
   # vocabulary is run-bound.
   env = dict(launcher_env(devices=1, optimize=True), OMP_NUM_THREADS="1")
-  rows = _launch(env, smollm2_2layer_dir, tmp_path / "vllm", "--config.sampling.engine=vllm")
+  engine, evaluate = "--config.sampling.engine=vllm", "--config.eval.after=true"
+  rows, out = _launch(env, smollm2_2layer_dir, tmp_path / "vllm", engine, evaluate)
+  # One engine for the rollouts and the evaluation, its memory measured once at its start.
+  assert out.count("vLLM engine: weights") == 1, out[-4000:]
+  assert (tmp_path / "vllm" / "eval").is_dir()
+  for key in ("weights", "kv", "rss"):
+    assert {r[f"memory/engine_{key}_gib"] for r in rows} == {rows[0][f"memory/engine_{key}_gib"]}
+  assert 0 < rows[0]["memory/engine_kv_gib"] < rows[0]["memory/engine_rss_gib"]
   config = read.config(tmp_path / "vllm")
   assert config["config"]["sampling"]["engine"] == "vllm"
   assert config["config"]["loss"]["rollout_correction"] == "token_tis"  # auto, external engine

@@ -204,8 +204,37 @@ def test_truncated_frequencies_follow_renormalised_softmax(top_k, top_p):
   freq = np.bincount(np.asarray(token_N), minlength=8) / n
   assert np.all(freq[~keep] == 0)
   np.testing.assert_allclose(freq, target, atol=0.015)
-  # The reported log-prob is the untruncated one.
-  np.testing.assert_allclose(logp_N, np.log(probs_V)[np.asarray(token_N)], atol=1e-5)
+  # The reported log-prob is of the distribution drawn from: the renormalised truncation.
+  np.testing.assert_allclose(logp_N, np.log(target)[np.asarray(token_N)], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+  "top_k, top_p, kept",
+  [
+    # τ = 2: softmax(logits / 2) = [0.5, 0.25, 0.125, 0.0625, 0.0625]; top-k 3 keeps 0.875.
+    (3, 1.0, [0.5 / 0.875, 0.25 / 0.875, 0.125 / 0.875, 0, 0]),
+    # top-p 0.7: the masses before each entry are 0, 0.5, 0.75, ...: the first two stay.
+    (0, 0.7, [0.5 / 0.75, 0.25 / 0.75, 0, 0, 0]),
+    # top-k 4 renormalises to [8, 4, 2, 1] / 15; top-p 0.85 then keeps 8/15 + 4/15 = 0.8 < 0.85
+    # before the third: three stay, 14/15 of the mass.
+    (4, 0.85, [8 / 14, 4 / 14, 2 / 14, 0, 0]),
+  ],
+)
+def test_a_truncated_draw_returns_the_renormalised_log_prob(top_k, top_p, kept):
+  """Hand-computed: logits 2·log2·[3, 2, 1, 0, 0] at τ = 2 are the probabilities
+  [8, 4, 2, 1, 1] / 16; each row's uniform picks one kept entry, whose returned log-prob is
+  log of its renormalised probability (vLLM's ``processed_logprobs``), not log softmax."""
+  logits_V = 2 * np.log(2.0) * np.array([3.0, 2.0, 1.0, 0.0, 0.0], np.float32)
+  kept_V = np.array(kept)
+  cdf_V = np.cumsum(kept_V)
+  n = int(np.sum(kept_V > 0))
+  uniform_N = jnp.asarray((np.concatenate([[0.0], cdf_V[: n - 1]]) + cdf_V[:n]) / 2, jnp.float32)
+  logits_NxV = jnp.tile(jnp.asarray(logits_V)[None], (n, 1))
+  token_N, logp_N = sampling.sample_next_token(uniform_N, logits_NxV, 2.0, top_k, top_p)
+  np.testing.assert_array_equal(np.asarray(token_N), np.arange(n))  # mid-CDF: each kept entry
+  np.testing.assert_allclose(np.asarray(logp_N), np.log(kept_V[:n]), rtol=1e-6, atol=1e-6)
+  untruncated = np.log(np.array([8, 4, 2, 1, 1]) / 16)[:n]
+  assert np.all(np.asarray(logp_N) > untruncated + 1e-3)  # the comparison can fail
 
 
 def test_rng_controls_the_draw(model):

@@ -7,6 +7,7 @@ not."""
 import logging
 import os
 import pathlib
+import types
 
 import jax
 import numpy as np
@@ -133,3 +134,21 @@ def test_device_budget_reads_the_device_limit_else_the_host_ram():
   cpu = _Mesh(_Device(None))
   ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   assert fit.device_budget(cpu) == pytest.approx(0.9 * ram / jax.local_device_count())
+
+
+def test_an_external_engines_host_memory_leaves_a_cpu_budget(load_cfg, monkeypatch):
+  """vLLM on the host (``sampling.engine``) holds RAM the CPU devices' budget would count:
+  its measured bytes come off the budget there, and off no device with memory of its own."""
+  cpu, gpu = _Mesh(_Device(None)), _Mesh(_Device({"bytes_limit": 80 * 2**30}))
+  assert fit.host_share(cpu, 6e9) == pytest.approx(6e9 / jax.local_device_count())
+  assert fit.host_share(gpu, 6e9) == 0.0
+  cfg = _tiny(load_cfg, "model.remat=none")
+  _, full = _fit(cfg)
+  budget = full.bytes + 1000  # the one-micro-batch update fits the budget alone
+  monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: budget)
+  engine = types.SimpleNamespace(host_bytes=lambda: 2000 * jax.local_device_count())
+  monkeypatch.setattr(loop.engine_lib, "build_engine", lambda cfg: engine)
+  logs = []
+  e, half = _fit(cfg, logs.append)
+  assert e.loss.micro_batch_size == 16 and half.bytes <= budget - 2000
+  assert any("micro_batch_size = 0" in x and "does not fit" in x for x in logs), logs
