@@ -88,7 +88,7 @@ def test_one_step_off_policy_trains_on_rows_of_the_params_before_the_update(tmp_
   assert key(off[1]) != key(on[1])
   # The default correction weighs the stale rows: auto resolves to token_tis off-policy (and
   # stays none on-policy), and moves the loss the same rows give uncorrected.
-  resolved = lambda run: read.config(tmp_path / run)["loss"]["rollout_correction"]
+  resolved = lambda run: read.config(tmp_path / run)["config"]["loss"]["rollout_correction"]
   assert (resolved("off"), resolved("on")) == ("token_tis", "none")
   plain = tiny_loop(tmp_path, "plain", "rollout.off_policy_steps=1", "loss.rollout_correction=none")
   assert plain[1]["reward/mean"] == off[1]["reward/mean"]  # the same rows at step 2
