@@ -52,6 +52,7 @@ import peer_tunix
 from grpo_jax import config as config_lib
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.rewards.graded import Graded
 from grpo_jax.rollout.one_stage import OneStageRollout, Policy, SampleSettings
 from grpo_jax.train.checkpoint import Checkpointer
 from grpo_jax.train.microbatch import num_parts, row_blocks
@@ -94,7 +95,7 @@ class BenchTask:
     )
     self.pad_id, self.eos_id, self.prompt_len = prompts["pad_id"], -1, self.prompts_BxP.shape[1]
     self.stop_ids = (self.eos_id,)
-    self.last_reward_metrics, self.load_metrics = {}, {}  # nothing to report
+    self.load_metrics = {}  # nothing to report
 
   def encode_prompts(self, problems):
     rows = np.asarray(problems)
@@ -105,8 +106,8 @@ class BenchTask:
       np.where(mask_NxT > 0, tokens_NxT, self.pad_id), skip_special_tokens=True
     )
 
-  def rewards(self, problems, completions):
-    return [reward_of(c) for c in completions]
+  def rewards(self, problems, completions) -> Graded:
+    return Graded(np.array([reward_of(c) for c in completions], np.float32), {})
 
 
 def bench_config(B: int, G: int, T: int, micro: int = 0, kl_coef: float = 0.0):

@@ -28,6 +28,7 @@ import numpy as np
 
 from grpo_jax.data.tokenizer import CharTokenizer
 from grpo_jax.rewards import countdown as grammar
+from grpo_jax.rewards.graded import Graded
 
 _MASK64 = (1 << 64) - 1
 _TRAIN_STREAM, _EVAL_STREAM = 1, 2
@@ -81,7 +82,6 @@ class CountdownTask:
     self.pad_id: int = self.tokenizer.pad_token_id
     self.eos_id: int = self.tokenizer.eos_token_id
     self.stop_ids: tuple[int, ...] = (self.eos_id,)
-    self.last_reward_metrics: dict[str, float] = {}  # the grader reports nothing per call
     self.load_metrics: dict[str, float] = {}  # every problem is generated, none dropped
     vocab = self.tokenizer.get_vocab()
     self._char_to_id = {c: i for c, i in vocab.items() if len(c) == 1}
@@ -210,11 +210,12 @@ class CountdownTask:
   def reward(self, p: Problem, completion: str) -> float:
     return grammar.countdown_reward(p.numbers, p.target, completion, self.delimiter)
 
-  def rewards(self, problems, completions: list[str]) -> np.ndarray:
-    """float32 ``[N]``; ``problems[i]`` grades ``completions[i]``."""
+  def rewards(self, problems, completions: list[str]) -> Graded:
+    """float32 ``[N]``; ``problems[i]`` grades ``completions[i]`` (no per-call metrics)."""
     if len(problems) != len(completions):
       raise ValueError(f"{len(problems)} problems but {len(completions)} completions")
-    return np.array([self.reward(p, c) for p, c in zip(problems, completions)], np.float32)
+    rewards_N = np.array([self.reward(p, c) for p, c in zip(problems, completions)], np.float32)
+    return Graded(rewards_N, {})
 
   # -- supervised warm start --------------------------------------------------------------------
 

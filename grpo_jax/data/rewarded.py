@@ -3,17 +3,16 @@
 tokens, evaluation sets, warm start) is the task's.
 
 Each function sees the prompts (the task's ``prompt_text``: a string, or a dataset's chat
-messages), the completions and the rows' other fields as columns; ``last_reward_metrics``
-holds the last call's ``reward/<fn>/*`` scalars, which the rollouts log with the step.
+messages), the completions and the rows' other fields as columns; each call returns its
+``reward/<fn>/*`` scalars with the rewards (``Graded``), which the rollouts log with the step.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from grpo_jax.rewards.functions import RewardFunctions
+from grpo_jax.rewards.graded import Graded
 
 HIDDEN = ("input_ids", "index", "where")  # row fields that are the task's, not the dataset's
 
@@ -31,18 +30,17 @@ class RewardedTask:
   def __init__(self, task, functions: RewardFunctions):
     self._task = task
     self.functions = functions
-    self.last_reward_metrics: dict[str, float] = {}
 
   def __getattr__(self, name):  # everything but the rewards is the task's
     return getattr(self._task, name)
 
-  def rewards(self, rows, completions: list[str]) -> np.ndarray:
-    """float32 ``[N]``: the weighted reward of ``completions[i]`` for ``rows[i]``."""
+  def rewards(self, rows, completions: list[str]) -> Graded:
+    """float32 ``[N]``: the weighted reward of ``completions[i]`` for ``rows[i]``, with the
+    functions' ``reward/<fn>/*`` scalars."""
     if len(rows) != len(completions):
       raise ValueError(f"{len(rows)} rows but {len(completions)} completions")
     prompts = [self._task.prompt_text(r) for r in rows]
-    rewards_N, self.last_reward_metrics = self.functions(prompts, completions, columns(rows))
-    return rewards_N
+    return Graded(*self.functions(prompts, completions, columns(rows)))
 
 
 def with_reward_functions(task, reward_cfg, data_cfg):

@@ -51,7 +51,8 @@ class OneStageRollout:
     )
     problems_N = [p for p in problems for _ in range(group_size)]
     t0 = time.perf_counter()
-    rewards_N = np.asarray(task.rewards(problems_N, list(samples.completions)), np.float32)
+    rewards_N, reward_m = task.rewards(problems_N, list(samples.completions))
+    rewards_N = np.asarray(rewards_N, np.float32)
     reward_s = time.perf_counter() - t0
     group_ids_N = np.repeat(np.arange(len(problems), dtype=np.int32), group_size)
     return RolloutBatch(
@@ -71,7 +72,7 @@ class OneStageRollout:
         "time/reward_s": reward_s,
         "time/weight_push_s": push_s,
         **self.engine.memory,  # memory/engine_*: an external engine's own
-        **task.last_reward_metrics,
+        **reward_m,  # this call's reward functions' (or grader's) scalars
       },
     )
 

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from grpo_jax.rewards.graded import Graded
 from grpo_jax.rollout.batch import RolloutBatch
 
 
@@ -29,7 +30,6 @@ class Task(Protocol):
   stop_ids: tuple[int, ...]  # sampling stops on any of these
   prompt_len: int  # P, the static prompt width
   votes: bool  # answers are extracted and compared: evaluation reports maj@k
-  last_reward_metrics: dict[str, float]  # the last ``rewards`` call's scalars (reward/*, ...)
   load_metrics: dict[str, float]  # about the data (rows dropped or skipped at load)
 
   def train_problems(self, start: int, count: int) -> list:
@@ -47,8 +47,10 @@ class Task(Protocol):
   def decode(self, tokens_NxT: np.ndarray, mask_NxT: np.ndarray) -> list[str]:
     """The completions' texts (the masked tokens, special tokens removed)."""
 
-  def rewards(self, rows, completions: list[str]) -> np.ndarray:
-    """float32 ``[N]``: the reward of ``completions[i]`` for ``rows[i]``."""
+  def rewards(self, rows, completions: list[str]) -> Graded:
+    """``(rewards_N, metrics)``: float32 ``[N]``, the reward of ``completions[i]`` for
+    ``rows[i]``, and this call's scalars (``reward/*``, a grader's counters). Returned, never
+    kept on the task: evaluation and the rollout thread may grade at the same time."""
 
   def prompt_text(self, row):
     """The prompt as the row holds it (before any chat template): its identity in logs."""

@@ -118,7 +118,8 @@ class TwoStageRollout:
     ]
     problems_N = [problems[j // K] for j in preview_N]
     t0 = time.perf_counter()
-    rewards_N = np.asarray(task.rewards(problems_N, graded_N), np.float32)
+    rewards_N, reward_m = task.rewards(problems_N, graded_N)
+    rewards_N = np.asarray(rewards_N, np.float32)
     reward_s = time.perf_counter() - t0
     merged_BK = layout.preview_ids(texts_BK, K, self.cfg.strategy.merge_identical)
     group_ids_N, subgroup_ids_N, _ = layout.row_ids(merged_BK, group_size, K)
@@ -147,7 +148,7 @@ class TwoStageRollout:
     metrics["time/weight_push_s"] = push_s
     if self.engine is not None:
       metrics.update(self.engine.memory)  # memory/engine_*: its own memory
-    metrics.update(task.last_reward_metrics)  # the reward functions' (or grader's) scalars
+    metrics.update(reward_m)  # this call's reward functions' (or grader's) scalars
     batch = RolloutBatch(
       tokens_NxL=np.concatenate([context_BxC[context_N], packed["tokens_NxR"]], 1),
       input_mask_NxL=np.concatenate([context_mask_BxC[context_N], packed["input_mask_NxR"]], 1),

@@ -165,8 +165,8 @@ def test_decode_strips_eos_and_pad(task):
 
 def test_rewards_vectorised(task):
   problems = [Problem((3, 8, 9), 69, 0), Problem((2, 3, 4), 14, 1)]
-  rewards_N = task.rewards(problems, ["*-;8*9-3", "*+;2*3+4"])
-  assert rewards_N.dtype == np.float32 and rewards_N.tolist() == [1.0, 0.0]
+  rewards_N, metrics = task.rewards(problems, ["*-;8*9-3", "*+;2*3+4"])
+  assert metrics == {} and rewards_N.dtype == np.float32 and rewards_N.tolist() == [1.0, 0.0]
   with pytest.raises(ValueError):
     task.rewards(problems, ["x"])
 
@@ -180,7 +180,7 @@ def test_sft_batch_lines_up(task):
   np.testing.assert_array_equal(input_mask_BxL, tokens_BxL != task.pad_id)  # pad is distinct
   assert not mask_BxL[:, : task.prompt_len].any()
   completions = task.decode(tokens_BxL[:, task.prompt_len :], mask_BxL[:, task.prompt_len :])
-  assert task.rewards(problems, completions).tolist() == [1.0] * 64
+  assert task.rewards(problems, completions).rewards_N.tolist() == [1.0] * 64
   for tokens, mask, text in zip(tokens_BxL, mask_BxL, completions):
     (on,) = np.nonzero(mask)
     assert on.tolist() == list(range(task.prompt_len, task.prompt_len + len(text) + 1))

@@ -148,15 +148,15 @@ def test_every_column_reaches_the_reward_functions(tokenizer, tmp_path):
   task = RewardedTask(_task(tokenizer, _write(tmp_path / "train.jsonl", ROWS)), fns)
   rows = task.train_problems(0, 3)
   completions = [f"\\boxed{{{r['gold']}}}" for r in rows[:2]] + ["no idea"]
-  rewards_N = task.rewards(rows, completions)
+  rewards_N, metrics = task.rewards(rows, completions)
   prompts, levels, golds, others = fns.fns[0].seen
   assert prompts == [r["question"] for r in rows]
   assert levels == [r["level"] for r in rows] and golds == [r["gold"] for r in rows]
   assert others == ["answer", "id", "question"]  # the task's own fields stay hidden
   expected = [rows[0]["level"] + 10.0, rows[1]["level"] + 10.0, 0.0]
   np.testing.assert_allclose(rewards_N, expected)
-  assert task.last_reward_metrics["reward/by_level/scored_frac"] == pytest.approx(2 / 3)
-  assert task.last_reward_metrics["reward/math/mean"] == pytest.approx(2 / 3)
+  assert metrics["reward/by_level/scored_frac"] == pytest.approx(2 / 3)
+  assert metrics["reward/math/mean"] == pytest.approx(2 / 3)
   assert task.train_pool is task._task.train_pool  # everything else is the task's
 
 

@@ -52,9 +52,9 @@ def test_rewards_are_verified_and_counted(task):
   rows = task.eval_problems()[:2]
   golds = [r["answer"] for r in rows]
   completions = [f"so \\boxed{{{golds[0]}}}", "I think Answer: 999"]
-  rewards_N = task.rewards(rows, completions)
+  rewards_N, metrics = task.rewards(rows, completions)
   np.testing.assert_array_equal(rewards_N, [1.0, 0.0])
-  assert task.last_reward_metrics["reward/fastpath"] >= 1
+  assert metrics["reward/fastpath"] >= 1
 
 
 def test_decode_uses_only_masked_tokens(task):

@@ -92,7 +92,8 @@ def test_warm_start_rows_are_chat_turns(tokenizer):
     assert target[-1] == task.eos_id  # the assistant turn ends with <|im_end|>
     assert tokenizer.decode(target[:-1]) == row["solution"]
     np.testing.assert_array_equal(input_mask_BxL[b, :P], task.encode_prompts([row])[1][0])
-  assert task.rewards(problems, task.decode(tokens_BxL[:, P:], loss_mask_BxL[:, P:])).all()
+  completions = task.decode(tokens_BxL[:, P:], loss_mask_BxL[:, P:])
+  assert task.rewards(problems, completions).rewards_N.all()
 
 
 def test_previews_end_at_a_stop_string_inside_a_larger_token(tokenizer):

@@ -135,8 +135,8 @@ def test_non_finite_loss_stops_run_without_checkpoint(tmp_path, monkeypatch):
 
   def rewards_nan_at_step_3(self, problems, completions):
     calls.append(1)
-    out = np.asarray(real_rewards(self, problems, completions), np.float32)
-    return out * np.nan if len(calls) == 3 else out
+    out, metrics = real_rewards(self, problems, completions)
+    return (out * np.nan if len(calls) == 3 else out), metrics
 
   monkeypatch.setattr(data.CountdownTask, "rewards", rewards_nan_at_step_3)
   with pytest.raises(FloatingPointError, match="step 3"):

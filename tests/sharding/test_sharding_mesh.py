@@ -32,7 +32,7 @@ MAKE_MESH = shard_lib.make_mesh
 def _length_parity_rewards(self, problems, completions):
   """A reward with signal for an untrained model (which never solves Countdown): 1 for
   completions of even length. Deterministic in the sampled tokens, like the real grader."""
-  return np.asarray([float(len(c) % 2 == 0) for c in completions], np.float32)
+  return np.asarray([float(len(c) % 2 == 0) for c in completions], np.float32), {}
 
 
 def _run(workdir, mesh, monkeypatch, num_devices=8):

@@ -8,7 +8,7 @@ token counts, never from a pad id: a chat tokenizer may pad with its end-of-turn
 its prompts contain. Generation stops on every end token the checkpoint declares
 (``stop_ids``). Rewards come from ``rewards.math`` (our
 extraction + exact fast path + math-verify in hard-killed workers); its counters (timeouts,
-parse failures, ...) of the last call are kept in ``last_reward_metrics`` for the step metrics.
+parse failures, ...) come back with each call's rewards (``Graded``) for the step metrics.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from grpo_jax.data import hf_tokenizer
 from grpo_jax.data.math.load import load_math_dataset
 from grpo_jax.data.math.templates import format_prompt
+from grpo_jax.rewards.graded import Graded
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,6 @@ class MathTask:
     self.train_pool = self._fit(train_rows)  # every training row that fits
     self.train_rows = self.train_pool  # the rows the stream draws from (restrict_train)
     self.eval_sets = {name: self._fit(rows) for name, rows in eval_rows.items()}
-    self.last_reward_metrics: dict[str, float] = {}  # the grader's counters, last call
 
   @classmethod
   def from_config(cls, cfg, tokenizer) -> MathTask:
@@ -224,7 +224,8 @@ class MathTask:
     answer = extract_answer(completion)
     return None if answer is None else " ".join(answer.split())
 
-  def rewards(self, rows: list[dict], completions: list[str]) -> np.ndarray:
+  def rewards(self, rows: list[dict], completions: list[str]) -> Graded:
+    """The verified rewards, with the grader's counters of this call."""
     from grpo_jax.rewards.math import score_batch
 
     rewards_N, counts = score_batch(
@@ -233,5 +234,4 @@ class MathTask:
       timeout_s=self.timeout_s,
       num_workers=self.num_workers,
     )
-    self.last_reward_metrics = {k: float(v) for k, v in counts.items()}
-    return rewards_N
+    return Graded(rewards_N, {k: float(v) for k, v in counts.items()})
