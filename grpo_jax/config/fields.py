@@ -190,12 +190,19 @@ def build_view(cls, group: str, values):
   return view
 
 
+class ConfigError(ValueError):
+  """A config that cannot run; the message names the key and what it needs. The launcher
+  exits with status 2 and the message (no traceback), also when the check needs the data read
+  first (``loss.pack_width`` against the prompt width)."""
+
+
 def fail(message: str) -> typing.NoReturn:
-  raise ValueError(message)
+  raise ConfigError(message)
 
 
 __all__ = [
   "AUTO",
+  "ConfigError",
   "as_int",
   "View",
   "auto_spec",

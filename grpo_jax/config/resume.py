@@ -33,6 +33,7 @@ import json
 
 from etils import epath
 
+from grpo_jax.config.fields import ConfigError
 from grpo_jax.rundir import names
 from grpo_jax.rundir import read as read_files
 
@@ -51,7 +52,7 @@ RESUMABLE = (
 _ABSENT = "<absent>"
 
 
-class ConfigChanged(ValueError):
+class ConfigChanged(ConfigError):
   """A run directory's checkpoint was trained under another config."""
 
 

@@ -12,8 +12,9 @@ template) or a list of chat messages ``{"role", "content"}``. ``data.answer_key`
 must be present and becomes the row's ``answer`` (what the built-in ``math`` grader reads).
 Every other column reaches the reward functions. A malformed row (a missing key, a prompt of
 the wrong type, a prompt over ``data.max_prompt_tokens``) is reported by file and line; under
-``data.bad_rows = "error"`` it stops the load, under ``"skip"`` it is dropped and counted
-(``data/skipped_rows``, in every step's metrics).
+``data.bad_rows = "error"`` it stops the load with a :class:`DataError` (the launcher exits
+2 with its message, before the run directory or any model exists), under ``"skip"`` it is
+dropped and counted (``data/skipped_rows``, in every step's metrics).
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ FILE_KINDS = (".jsonl", ".json", ".csv", ".parquet")
 BAD_ROWS = ("error", "skip")
 
 
+class DataError(ValueError):
+  """The researcher's data cannot be read as rows: the message names the file and line."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Keys:
   """Which columns are the prompt and the answer, and what a malformed row does."""
@@ -51,7 +56,7 @@ def _json_rows(path: str):
     try:
       rows = json.loads(text)
     except json.JSONDecodeError as e:
-      raise ValueError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+      raise DataError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
     yield from ((f"{path}[{i}]", row) for i, row in enumerate(rows))
     return
   for number, line in enumerate(text.splitlines(), start=1):
@@ -88,12 +93,12 @@ def read_rows(source: str):
   """``(where, raw row)`` of every row of ``source``: ``where`` is ``file:line`` (JSON lines,
   CSV), ``file[i]`` (a JSON list, Parquet, a dataset); a line that does not parse comes as a
   ``MalformedRow`` in place of the row."""
+  if source.endswith(FILE_KINDS[:3]) and not os.path.exists(source):
+    raise DataError(f"no file {source}")
   if source.endswith((".jsonl", ".json")):
     return _json_rows(source)
   if source.endswith(".csv"):
     return _csv_rows(source)
-  if source.endswith(FILE_KINDS[:3]) and not os.path.exists(source):
-    raise FileNotFoundError(f"no file {source}")
   return _datasets_rows(source)
 
 
@@ -164,7 +169,7 @@ class DatasetTask(MathTask):
 
   def _bad(self, where: str, reason: str) -> None:
     if self.keys.bad_rows == "error":
-      raise ValueError(f"{where}: {reason} (data.bad_rows = 'skip' drops such rows)")
+      raise DataError(f"{where}: {reason} (data.bad_rows = 'skip' drops such rows)")
     self.skipped += 1
     if self.skipped <= 5:
       log.warning("skipped %s: %s", where, reason)
@@ -205,4 +210,12 @@ class DatasetTask(MathTask):
     raise ValueError("data.task = 'dataset' is rewarded by reward.functions; none is set")
 
 
-__all__ = ["BAD_ROWS", "DatasetTask", "Keys", "normalize", "read_rows", "split_heldout"]
+__all__ = [
+  "BAD_ROWS",
+  "DataError",
+  "DatasetTask",
+  "Keys",
+  "normalize",
+  "read_rows",
+  "split_heldout",
+]

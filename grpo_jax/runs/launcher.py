@@ -18,7 +18,9 @@ pod slice (``--distributed_auto``); ``docs/scaling.md`` walks from one host to a
 
 ``--mode=eval`` needs a checkpoint in the workdir, or ``--allow_init`` to evaluate the model as
 built; ``--sweep --mode=eval`` evaluates every member. ``--print_config`` prints the resolved
-config and stops. What cannot run fails before any file is written (``grpo_jax.runs.preflight``).
+config and stops. What cannot run fails before any file is written (``grpo_jax.runs.preflight``;
+a malformed data row or a ``loss.pack_width`` under the longest row once the data is read,
+before any model is built), with exit status 2 and no traceback.
 
 Exit status: 0 done, 2 config error, 75 preempted: SIGTERM (what a preempted TPU VM gets) saved
 the checkpoint of the current step on every host; the same command resumes from it.
@@ -363,17 +365,27 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
     if args.mode == "compile":
       return _compile(cfg, args)
     preflight.check_model_path(cfg.model.hf_path)
+    preflight.check_engine(cfg.sampling.engine)
     preflight.check_storage(args.workdir)
     preflight.check_checkpoint(args.workdir, args.mode, args.step, args.allow_init)
   except (KeyError, ValueError, FileNotFoundError) as e:
     return _config_error(e)
-  from grpo_jax.train import train
+  from grpo_jax.config.fields import ConfigError
+  from grpo_jax.data.dataset_task import DataError
 
   _initialize(args)
   try:
     preflight.check_mesh(cfg.mesh)
-  except preflight.PreflightError as e:
+    return _run(cfg, args)
+  # A malformed data row, a pack width under the prompt's: found once the data is read, before
+  # any model is built or file written; a resume under a changed config.
+  except (preflight.PreflightError, ConfigError, DataError) as e:
     return _config_error(e)
+
+
+def _run(cfg, args) -> int:
+  """One run directory's ``--mode`` (after the preflight); returns the exit status."""
+  from grpo_jax.train import train
 
   if args.mode == "eval":
     from grpo_jax.train.loop import evaluate_run
@@ -395,13 +407,10 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
     out = train(cfg, args.workdir, presample_only=True, allow_config_change=allow)
     print(f"presampled previews: {out['presample']}\nrun directory: {args.workdir}")
     return 0
-  from grpo_jax.config.resume import ConfigChanged
   from grpo_jax.train.preemption import EXIT_CODE, Preempted
 
   try:
     results = train(cfg, args.workdir, allow_config_change=args.allow_config_change)
-  except ConfigChanged as e:
-    return _config_error(e)
   except Preempted as e:
     print(f"{e}\nrun directory: {args.workdir}")
     return EXIT_CODE

@@ -3,6 +3,7 @@ from the config and the command line, each failure a :class:`PreflightError` (ex
 that names the key, path or flag, in seconds rather than after the model is built.
 
   check_model_path   ``model.hf_path``: a checkpoint directory, a ``.gguf`` file or a hub id
+  check_engine       ``sampling.engine``: its extra installed (found, not imported: seconds)
   check_storage      a ``gs://`` run directory: the extra installed, the bucket answering
   check_checkpoint   ``--mode=eval`` / ``export``: a checkpoint (the ``--step``) to read
   check_mesh         the mesh against the devices (after ``jax.distributed`` is up)
@@ -10,6 +11,7 @@ that names the key, path or flag, in seconds rather than after the model is buil
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import threading
@@ -20,6 +22,8 @@ from grpo_jax.rundir import names
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name
 MODES_WITH_CHECKPOINT = ("eval", "export")
+# The modules an external engine imports at its first use, and the extra that installs them.
+ENGINE_MODULES = {"vllm": (("vllm", "torch"), "vllm")}
 
 
 class PreflightError(ValueError):
@@ -46,6 +50,30 @@ def check_model_path(hf_path: str) -> None:
     raise PreflightError(f"{key}: no such file{hint}")
   if not HUB_ID.match(hf_path):
     raise PreflightError(f"{key}: no such directory or .gguf file, and not a hub id ('org/name')")
+
+
+def _importable(module: str) -> bool:
+  """Whether ``module`` can be imported, found without importing it (vLLM's import takes
+  seconds and loads torch)."""
+  try:
+    return importlib.util.find_spec(module) is not None
+  except (ImportError, ValueError):  # a parent package missing; a module without a spec
+    return False
+
+
+def check_engine(engine: str) -> None:
+  """``sampling.engine``: the modules of an external engine are installed. Without this the
+  run would fail at its first rollout, after the warm start, checkpoint 0 and evaluation."""
+  if engine not in ENGINE_MODULES:
+    return
+  modules, extra = ENGINE_MODULES[engine]
+  missing = [m for m in modules if not _importable(m)]
+  if missing:
+    raise PreflightError(
+      f"config key sampling.engine = {engine!r}: {' and '.join(missing)} cannot be imported; "
+      f"install the extra: pip install -e '.[{extra}]' (docs/scaling.md), or set "
+      "sampling.engine = 'jax'"
+    )
 
 
 def _answer_within(fn, timeout_s: float):
@@ -135,6 +163,7 @@ def check_mesh(mesh_cfg) -> None:
 __all__ = [
   "PreflightError",
   "check_checkpoint",
+  "check_engine",
   "check_mesh",
   "check_model_path",
   "check_storage",

@@ -36,7 +36,7 @@ from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.packing import Packer
+from grpo_jax.train.packing import Packer, check_width
 from grpo_jax.train.preemption import Preempted, PreemptionWatch
 from grpo_jax.train.samples import step_samples
 from grpo_jax.train.state import init_state, step_keys
@@ -68,7 +68,20 @@ class Setup:
   to_sampler: object
 
 
-def setup(cfg, log=print) -> Setup:
+def load_data(cfg, log=print) -> tuple:
+  """``(task, rollout)``: the rows read and checked (a malformed row of the researcher's file
+  raises ``DataError``), the rollout kind built on them, and ``loss.pack_width`` checked against
+  the longest row it can give (``ConfigError``): before any model is built or file written."""
+  task = data.build_task(cfg)
+  rollout = build_rollout(cfg, task)  # one- or two-stage (METHODS §5) by name
+  if cfg.loss.pack:
+    check_width(cfg.loss.pack_width, rollout.prompt_len, fit.response_slots(cfg))
+  log(rollout.describe())
+  return task, rollout
+
+
+def setup(cfg, log=print, loaded: tuple | None = None) -> Setup:
+  """``loaded``: ``load_data``'s ``(task, rollout)`` when the caller has read the data."""
   cfg = views.build(cfg)
   # Mesh.
   mesh = shard_lib.make_mesh(cfg.mesh)
@@ -80,9 +93,7 @@ def setup(cfg, log=print) -> Setup:
     )
 
   # Data.
-  task = data.build_task(cfg)
-  rollout = build_rollout(cfg, task)  # one- or two-stage (METHODS §5) by name
-  log(rollout.describe())
+  task, rollout = loaded or load_data(cfg, log)
 
   # Model.
   graphdef, params = models.build_policy(cfg, vocab_size=len(task.tokenizer))
@@ -226,11 +237,12 @@ def train(
     )
   workdir = epath.Path(workdir)
   log = distributed.primary_log(log)
-  workdir.mkdir(parents=True, exist_ok=True)
   saved = resume.read(workdir)
   changes = resume.check(
     saved if resume.has_checkpoint(workdir) else None, cfg.to_dict(), workdir, allow_config_change
   )
+  loaded = load_data(cfg, log)  # a bad row or pack width stops the run before any file
+  workdir.mkdir(parents=True, exist_ok=True)
   if changes:
     log(
       f"resuming under a changed config (--allow_config_change):\n{resume.format_changes(changes)}"
@@ -242,7 +254,7 @@ def train(
     record["data_band"] = saved["data_band"]
   write_json(workdir / resume.CONFIG_JSON, record)
   t_start = time.time()
-  s = setup(cfg, log=log)
+  s = setup(cfg, log=log, loaded=loaded)
   mesh, task, rollout, graphdef = s.mesh, s.task, s.rollout, s.graphdef
   params, optimizer, state_shardings = s.params, s.optimizer, s.state_shardings
   G = cfg.sampling.group_size

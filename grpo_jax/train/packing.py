@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from grpo_jax.config.fields import as_int
+from grpo_jax.config.fields import ConfigError, as_int
 from grpo_jax.models import pack_plan
 from grpo_jax.rollout.batch import UpdateBatch
 from grpo_jax.sharding import distributed
@@ -47,6 +47,22 @@ def cell_rows(needed: int, cell: int) -> int:
   """R_c: ``needed`` rounded up to a multiple of ceil(cell / ROW_STEPS)."""
   step = -(-cell // ROW_STEPS)
   return step * -(-max(needed, 1) // step)
+
+
+def check_width(pack_width: int, prompt_len: int, response_len: int) -> None:
+  """``loss.pack_width`` (0: the row width) holds the longest row a rollout can give: its
+  ``prompt_len`` P slots (a two-stage preview template included) and ``response_len`` T slots
+  (``sampling.max_new_tokens``, after the preview in two-stage runs). Checked once the data is
+  read (P is the task's), before any model is built: a narrower width would stop the run at
+  its first long completion."""
+  longest = prompt_len + response_len
+  if 0 < pack_width < longest:
+    raise ConfigError(
+      f"config key loss.pack_width = {pack_width} is below the longest row a rollout can give, "
+      f"{longest} tokens (prompt {prompt_len} + response {response_len}: "
+      f"sampling.max_new_tokens, after the preview in two-stage runs); set it to {longest} or "
+      "more, or 0 (the row width)"
+    )
 
 
 class Packer:
@@ -80,4 +96,4 @@ class Packer:
     return batch.replace(packed=packed), metrics
 
 
-__all__ = ["Packer", "cell_rows", "cell_size"]
+__all__ = ["Packer", "cell_rows", "cell_size", "check_width"]

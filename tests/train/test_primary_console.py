@@ -56,14 +56,21 @@ class _Stop(Exception):
 
 
 def test_train_logs_only_on_process_0(primary, monkeypatch, load_cfg, tmp_path):
-  """The log callable ``train`` hands to ``setup`` (and the rest of the loop) is muted."""
+  """The log callable ``train`` hands to ``load_data``, ``setup`` (and the rest of the loop)
+  is muted."""
 
-  def fake_setup(cfg, log):
+  def fake_load_data(cfg, log):
+    log("from load_data")
+    return "task", "rollout"
+
+  def fake_setup(cfg, log, loaded):
+    assert loaded == ("task", "rollout")
     log("from setup")
     raise _Stop
 
+  monkeypatch.setattr(loop, "load_data", fake_load_data)
   monkeypatch.setattr(loop, "setup", fake_setup)
   lines = []
   with pytest.raises(_Stop):
     loop.train(load_cfg(), tmp_path, log=lines.append)
-  assert lines == (["from setup"] if primary else [])
+  assert lines == (["from load_data", "from setup"] if primary else [])
