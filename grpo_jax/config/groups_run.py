@@ -232,6 +232,14 @@ class Rollout(View):
       "host thread while that update runs (one update stale; loss.rollout_correction weighs it)"
     ),
   )
+  join_timeout_s: float = spec(
+    60.0,
+    gt=0,
+    doc=(
+      "off_policy_steps = 1, after a failed step: the seconds the loop waits for a rollout "
+      "still drawing (once the checkpoints are saved) before it stops without it"
+    ),
+  )
 
 
 @group("warmstart")

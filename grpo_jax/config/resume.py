@@ -12,7 +12,8 @@ on, how often it saves, evaluates and logs, but never the update a step computes
   eval.every_steps, eval.before, eval.after
                             when held-out evaluation runs (it never feeds back into training);
   logging.*                 TensorBoard, plots, progress bars, samples written;
-  data.reward_workers       how many processes grade (the grades are the same).
+  data.reward_workers       how many processes grade (the grades are the same);
+  rollout.join_timeout_s    how long a failed step waits for the rollout thread.
 
 Any other changed key stops the run with a ValueError (:class:`ConfigChanged`) naming each key
 with its old → new value, before anything is written. ``allow_change=True``
@@ -47,6 +48,7 @@ RESUMABLE = (
   "eval.after",
   "logging.*",
   "data.reward_workers",
+  "rollout.join_timeout_s",
 )
 
 _ABSENT = "<absent>"

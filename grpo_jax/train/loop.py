@@ -364,7 +364,9 @@ def train(
   # rollout.off_policy_steps = 1: the next step's batch is drawn, by a copy of the parameters
   # before this step's update, while the update runs (grpo_jax.rollout.overlap).
   copy_params = sampler_copy(cfg.model.dtype, s.sample_shardings, fresh=True)
-  prefetch = Prefetcher(draw, copy_params, cfg.rollout.off_policy_steps, workdir)
+  prefetch = Prefetcher(
+    draw, copy_params, cfg.rollout.off_policy_steps, workdir, cfg.rollout.join_timeout_s, log
+  )
 
   # Loop.
   first = int(state["step"])
@@ -372,12 +374,26 @@ def train(
     range(first, cfg.steps), cfg.logging.progress, desc="rl", initial=first, total=cfg.steps
   )
   watch = PreemptionWatch()  # SIGTERM: checkpoint this step and stop (grpo_jax.train.preemption)
+
+  def preempted_after(error: Exception) -> Preempted:
+    """SIGTERM and a rollout that failed (its grader killed with the process, say): the run
+    stops as preempted at its last checkpoint, which holds what a resume needs."""
+    ckpt.wait()
+    at = ckpt.latest_step()
+    log(f"preempted; the rollout failed ({error!r}): the rerun resumes from step {at}")
+    return Preempted(at)
+
   try:
     for step in bar:
       t0 = time.time()
       cursor = int(state["data_pos"])
       keys = step_keys(state["rng"], step)
-      batch, consumed, rollout_m = prefetch.take(step, cursor, keys["sample"], state["params"])
+      try:
+        batch, consumed, rollout_m = prefetch.take(step, cursor, keys["sample"], state["params"])
+      except Exception as e:
+        if not watch.flag:
+          raise
+        raise preempted_after(e) from e
       if cfg.rollout.off_policy_steps and step + 1 < cfg.steps:  # by the params before update
         next_key = step_keys(state["rng"], step + 1)["sample"]
         prefetch.start(step + 1, cursor + consumed, next_key, state["params"])
@@ -405,8 +421,15 @@ def train(
       bar.set_postfix(progress_postfix(metrics))
       preempted = watch.reached(step + 1, ckpt)  # the same answer on every process
       if ckpt.due(step + 1, last=step + 1 == cfg.steps) or preempted:
+        # Off-policy: the batch drawn for step + 1 first, saved for a resume; a rollout that
+        # failed leaves no checkpoint of step + 1 (the last one resumes, its batch kept).
+        try:
+          prefetch.save(step + 1, keep_from=ckpt.latest_step())
+        except Exception as e:
+          if not preempted:
+            raise
+          raise preempted_after(e) from e
         ckpt.save(step + 1, state)
-        prefetch.save(step + 1)  # off-policy: the batch drawn for step + 1, for a resume
       if preempted:
         log(f"preempted: saving the checkpoint of step {step + 1} and stopping")
         raise Preempted(step + 1)  # the finally below waits for the save
@@ -421,9 +444,10 @@ def train(
         write_json(workdir / pass_rates.PROFILE_DIR / f"band_step{step + 1}.json", band)
   finally:
     watch.close()
-    prefetch.close()
-    # Pending saves hold earlier, finite steps: finish them even when a step fails.
+    # Pending saves hold earlier, finite steps: finish them even when a step fails, before
+    # waiting (at most rollout.join_timeout_s) for a rollout still drawing.
     ckpt.close()
+    prefetch.close()
     metrics_writer.close()
     rollout.finish(workdir)  # strategy_previews.json (two-stage)
 
