@@ -426,7 +426,7 @@ def train(
         try:
           prefetch.save(step + 1, keep_from=ckpt.latest_step())
         except Exception as e:
-          if not preempted:
+          if not (preempted or watch.flag):  # SIGTERM may come while it waits for the batch
             raise
           raise preempted_after(e) from e
         ckpt.save(step + 1, state)
