@@ -41,8 +41,8 @@ CONDITIONS = {
   "alpha=-0.5": {"advantage.offset_coef": -0.5},
   "alpha=+0.5": {"advantage.offset_coef": 0.5},
   "alpha=+1": {"advantage.offset_coef": 1.0},
-  "shuffle": {"advantage.offset_coef": -0.5, "advantage.offset_shuffle": True},
-  "noise": {"advantage.offset_coef": -0.5, "advantage.offset_noise": True},
+  "shuffle": {"advantage.offset_coef": -0.5, "advantage.offset_control": "shuffle"},
+  "noise": {"advantage.offset_coef": -0.5, "advantage.offset_control": "noise"},
   "anchor+hadw": {"advantage.offset_coef": 0.0, "hadw.enabled": True},
   "alpha=-0.5+hadw": {"advantage.offset_coef": -0.5, "hadw.enabled": True},
 }
@@ -64,11 +64,10 @@ def get_config(arg=None):
   cfg.strategy.source = "presampled"
   cfg.strategy.max_preview_tokens = 4
   cfg.strategy.delimiter = ";"
-  # b_i = μ_g + α·δ_s over plan subgroups; the sweep sets α, the shuffle and HA-DW.
+  # b_i = μ_g + α·δ_s over plan subgroups; the sweep sets α, the offset control and HA-DW.
   cfg.advantage.baseline = "subgroup_offset"
   cfg.advantage.offset_coef = 0.0
-  cfg.advantage.offset_shuffle = False
-  cfg.advantage.offset_noise = False
+  cfg.advantage.offset_control = "none"
   cfg.hadw.enabled = False
   cfg.hadw.anchor = "window"
   cfg.hadw.lambda_scale = 1.3
@@ -90,8 +89,7 @@ def sweep(add, arg=None):
     for overrides in CONDITIONS.values():
       full = {
         "advantage.offset_coef": 0.0,
-        "advantage.offset_shuffle": False,
-        "advantage.offset_noise": False,
+        "advantage.offset_control": "none",
         "hadw.enabled": False,
         **overrides,
       }

@@ -42,5 +42,11 @@ def get_config(arg=None):
 
 
 def sweep(add):
-  for alpha, shuffle in ((0.0, False), (-0.5, False), (0.5, False), (-0.5, True), (0.5, True)):
-    add(**{"advantage.offset_coef": alpha, "advantage.offset_shuffle": shuffle})
+  for alpha, control in (
+    (0.0, "none"),
+    (-0.5, "none"),
+    (0.5, "none"),
+    (-0.5, "shuffle"),
+    (0.5, "shuffle"),
+  ):
+    add(**{"advantage.offset_coef": alpha, "advantage.offset_control": control})

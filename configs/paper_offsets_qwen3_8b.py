@@ -30,7 +30,8 @@ and α < 0 give modest but consistent pass@16 gains over the α = 0 anchor (smal
 pass@1), α < 0 the stronger; shuffled offsets fall below the anchor; a moderate |α| works best
 in the coefficient sweep (run on Qwen3-8B-Base only).
 
-Arguments: ``alpha`` (−0.5), ``shuffle`` (0), ``steps`` (300), ``ckpt`` (checkpoint directory).
+Arguments: ``alpha`` (−0.5), ``shuffle`` (0; 1 sets advantage.offset_control = 'shuffle'),
+``steps`` (300), ``ckpt`` (checkpoint directory).
 """
 
 from grpo_jax.config import base_config, recipes
@@ -78,7 +79,7 @@ def get_config(arg=None):
   # The baseline: b_i = μ_g + α·δ_s, group-std normalisation of rewards (METHODS §1-2).
   cfg.advantage.baseline = "subgroup_offset"
   cfg.advantage.offset_coef = float(args.get("alpha", -0.5))
-  cfg.advantage.offset_shuffle = bool(int(args.get("shuffle", 0)))
+  cfg.advantage.offset_control = "shuffle" if int(args.get("shuffle", 0)) else "none"
   # GRPO as recipes.grpo runs it (seq-mean-token-mean, clip 0.2, dual clip 3), AdamW lr 1e-6,
   # β2 0.999, wd 0.1, no KL.
   recipes.grpo(cfg)
@@ -106,8 +107,8 @@ def get_config(arg=None):
 
 def sweep(add):
   # The directions and the shuffle ablation, then the coefficient sweep.
-  add(**{"advantage.offset_coef": 0.0, "advantage.offset_shuffle": False})  # Strategy-GRPO
+  add(**{"advantage.offset_coef": 0.0, "advantage.offset_control": "none"})  # Strategy-GRPO
   for alpha in ALPHAS:
-    add(**{"advantage.offset_coef": alpha, "advantage.offset_shuffle": False})
+    add(**{"advantage.offset_coef": alpha, "advantage.offset_control": "none"})
   for alpha in (-0.5, 0.5):
-    add(**{"advantage.offset_coef": alpha, "advantage.offset_shuffle": True})
+    add(**{"advantage.offset_coef": alpha, "advantage.offset_control": "shuffle"})

@@ -10,9 +10,10 @@ quality. Evaluation is single-stage. Expected: ``adv/offset_abs_mean`` well abov
 held-out pass@1 above the warm start; ``strategy_previews.json`` lists per-plan success rates.
 
 ``get_config("alpha=-1,hadw=1,shuffle=1,source=online,steps=20")`` changes α, adds HA-DW (the
-full method), permutes the offsets across plans (the ablation), lets the current policy write
-the plans every step, or shortens the run. Variants: strategy_anchor.py (α = 0),
-strategy_offset_pos.py (α = +0.5), strategy_offset_shuffle.py (α = −0.5, shuffled offsets).
+full method), permutes the offsets across plans (the ablation, advantage.offset_control =
+'shuffle'), lets the current policy write the plans every step, or shortens the run. Variants:
+strategy_anchor.py (α = 0), strategy_offset_pos.py (α = +0.5), strategy_offset_shuffle.py
+(α = −0.5, shuffled offsets).
 """
 
 from grpo_jax.config import base_config
@@ -36,6 +37,6 @@ def get_config(arg=None):
   # b_i = μ_g + α·δ_s over plan subgroups; α = 0 is the Strategy-GRPO anchor.
   cfg.advantage.baseline = "subgroup_offset"
   cfg.advantage.offset_coef = float(args.get("alpha", ALPHA))
-  cfg.advantage.offset_shuffle = bool(int(args.get("shuffle", 0)))
+  cfg.advantage.offset_control = "shuffle" if int(args.get("shuffle", 0)) else "none"
   cfg.hadw.enabled = bool(int(args.get("hadw", 0)))
   return cfg

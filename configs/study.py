@@ -41,26 +41,24 @@ ARGS = ("steps", "seeds", "first_seed", "conditions")
 SEEDS = 16
 STRATEGY = {"strategy.enabled": True, "advantage.baseline": "subgroup_offset"}
 ONE_STAGE = {"strategy.enabled": False, "advantage.baseline": "group"}
-_UNSET = {"advantage.offset_shuffle": False, "advantage.offset_noise": False, "hadw.enabled": False}
-# Keys the sweep gained after its first 112 runs, with the value those runs ran with. The sweep
-# adds one to a run only where it differs, so the earlier runs keep their names (a re-run skips
-# them), and the analysis reads a run without it as having that value (study.label's absent).
-ADDED_KEYS = {"advantage.offset_magnitude_scramble": False}
+_UNSET = {"advantage.offset_control": "none", "hadw.enabled": False}
 # Rebalanced to zero-sum by advantage.offset_magnitude_scramble_rebalance's default (True); the
 # key is left out of the runs' names, which must stay within a file name's 255 bytes.
-SCRAMBLE = {"advantage.offset_magnitude_scramble": True}
+SCRAMBLE = {"advantage.offset_control": "magnitude_scramble"}
 # name → overrides; every condition names the same keys, so the analysis labels each run by
-# them (grpo_jax.runs.study.label) and the aggregated table has one column each.
+# them (grpo_jax.runs.study.label) and the aggregated table has one column each. Runs recorded
+# under the three boolean keys that advantage.offset_control replaced keep their directories
+# (grpo_jax.runs.recorded) and read as today's keys (grpo_jax.config.legacy).
 CONDITIONS = {
-  name: {**_UNSET, **ADDED_KEYS, **overrides}
+  name: {**_UNSET, **overrides}
   for name, overrides in {
     "grpo": {**ONE_STAGE, "advantage.offset_coef": 0.0},
     "grpo+hadw": {**ONE_STAGE, "advantage.offset_coef": 0.0, "hadw.enabled": True},
     "anchor": {**STRATEGY, "advantage.offset_coef": 0.0},
     "alpha=-0.5": {**STRATEGY, "advantage.offset_coef": -0.5},
     "alpha=+0.5": {**STRATEGY, "advantage.offset_coef": 0.5},
-    "shuffle": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_shuffle": True},
-    "noise": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_noise": True},
+    "shuffle": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_control": "shuffle"},
+    "noise": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_control": "noise"},
     "scramble": {**STRATEGY, "advantage.offset_coef": -0.5, **SCRAMBLE},
   }.items()
 }
@@ -93,12 +91,6 @@ HYPOTHESES = {
 STRATA_PAIR = ("grpo", "grpo+hadw")  # (reference, treated) of the difficulty strata
 
 
-def run_overrides(condition: dict) -> dict:
-  """A condition's overrides as its runs set them: the :data:`ADDED_KEYS` at their earlier value
-  left out."""
-  return {k: v for k, v in condition.items() if k not in ADDED_KEYS or v != ADDED_KEYS[k]}
-
-
 def get_config(arg=None):
   args = parse_arg(arg, ARGS)
   cfg = _MINI.get_config(f"steps={int(args.get('steps', 50))}")
@@ -112,7 +104,7 @@ def sweep(add, arg=None):
   first = int(args.get("first_seed", 0))
   for seed in range(first, first + int(args.get("seeds", SEEDS))):
     for cond in pick(args.get("conditions")):
-      add(seed=seed, **run_overrides(cond))
+      add(seed=seed, **cond)
 
 
 def pick(names: str | None) -> list[dict]:

@@ -1,7 +1,7 @@
 """A sweep's run directories → CSV and Markdown tables (per run, and mean ± CI over seeds).
 
   python experiments/aggregate.py runs/mini_repro --out docs/mini_repro \
-      --reference advantage.offset_coef=0.0,advantage.offset_shuffle=false,hadw.enabled=false
+      --reference advantage.offset_coef=0.0,advantage.offset_control=none,hadw.enabled=false
 
 writes ``<out>.csv`` (one row per run: overrides, status, every training metric averaged over
 the last ``--last_k`` steps, before/after held-out pass@k with bootstrap CIs),
@@ -17,19 +17,21 @@ import pathlib
 import sys
 
 from grpo_jax.config import files as config_file
+from grpo_jax.config import legacy
 from grpo_jax.rundir import tables
 from grpo_jax.runs import aggregate
 
 
 def parse_reference(text: str | None) -> dict | None:
-  """``"a.b=0.0,c=false"`` → ``{"a.b": 0.0, "c": False}`` (values parsed as Python literals)."""
+  """``"a.b=0.0,c=false"`` → ``{"a.b": 0.0, "c": False}`` (values parsed as Python literals;
+  config keys since replaced as the key that replaced them, as the runs' overrides read)."""
   if not text:
     return None
   out = {}
   for key, value in config_file.parse_arg(text).items():
     lowered = value.lower()
     out[key] = {"true": True, "false": False}.get(lowered, config_file.parse_value(value, None))
-  return out
+  return legacy.upgrade_flat(out, text)
 
 
 def pairs_table(rows, pairs: list[str], metrics: list[str]) -> str:

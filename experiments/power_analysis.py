@@ -1,7 +1,7 @@
 """Power analysis of a seed-replicated sweep from its per-run CSV (``aggregate.py``'s output).
 
   python experiments/power_analysis.py docs/mini_repro.csv --metric after/pass@8 --effect 0.02 \
-      --reference advantage.offset_coef=0.0,advantage.offset_shuffle=false,hadw.enabled=false \
+      --reference advantage.offset_coef=0.0,advantage.offset_control=none,hadw.enabled=false \
       --family 6 --budget_h 3 --conditions 7 --steps 25,50,100,150
 
 Per condition: the paired differences to the reference over seeds (mean, sd, p, Holm-adjusted
@@ -23,6 +23,7 @@ import sys
 import numpy as np
 
 from grpo_jax.config import files as config_file
+from grpo_jax.config import legacy
 from grpo_jax.runs import power
 
 FIXED = {"name", "status", "steps", "seed"}
@@ -90,8 +91,9 @@ def main(argv=None) -> int:
   ap.add_argument("--steps", default="25,50,100,150", help="RL lengths to plan for")
   ap.add_argument("--fixed_s", type=float, default=30.0, help="per-run cost besides RL steps")
   args = ap.parse_args(argv)
-  rows = list(csv.DictReader(open(args.csv)))
-  reference = config_file.parse_arg(args.reference)
+  # A CSV (or a reference) in config keys since replaced reads as today's keys.
+  rows = [legacy.upgrade_flat(r, args.csv) for r in csv.DictReader(open(args.csv))]
+  reference = legacy.upgrade_flat(config_file.parse_arg(args.reference), "--reference")
   family = args.family or len(conditions(rows)[1]) - 1
   table = analyse(rows, args.metric, reference, args.effect, family)
   print(f"{args.metric}: paired Δ to {args.reference}; Holm family {family}; effect {args.effect}")

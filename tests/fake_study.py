@@ -3,7 +3,8 @@
 seed) with ``sweep_run.json``, ``config.json``, ``metrics.jsonl``, ``results.json`` and the
 per-problem evaluation files, where ``better`` (α = −0.5) beats the others' pass@k by ``effect``
 on every seed (plus seed-level noise shared by all conditions) and every other condition ties.
-``config``: another study config with its own CONDITIONS (the real-model arm's)."""
+``config``: another study config with its own CONDITIONS (the real-model arm's); ``recorded``:
+the runs as recorded before advantage.offset_control replaced three boolean keys."""
 
 from __future__ import annotations
 
@@ -34,14 +35,38 @@ def run_overrides(config: str, condition: dict) -> dict:
   return getattr(module, "run_overrides", dict)(condition)
 
 
+def as_recorded(overrides: dict) -> dict:
+  """``overrides`` as configs/study.py's runs recorded them before advantage.offset_control
+  replaced three booleans: offset_shuffle and offset_noise on every run, the magnitude scramble
+  (added after the first 112 runs) on its own runs only."""
+  out = {}
+  for key, value in overrides.items():
+    if key != "advantage.offset_control":
+      out[key] = value
+      continue
+    out["advantage.offset_shuffle"] = value == "shuffle"
+    out["advantage.offset_noise"] = value == "noise"
+    if value == "magnitude_scramble":
+      out["advantage.offset_magnitude_scramble"] = True
+  return out
+
+
 def _problems(path: pathlib.Path, correct_PxN: np.ndarray) -> None:
   lines = [json.dumps({"correct": [bool(x) for x in row]}) for row in correct_PxN]
   path.write_text("\n".join(lines) + "\n")
 
 
 def make(
-  root, seeds=(0, 1, 2, 3), effect=0.05, config="configs/study.py", better="alpha=-0.5", k=8
+  root,
+  seeds=(0, 1, 2, 3),
+  effect=0.05,
+  config="configs/study.py",
+  better="alpha=-0.5",
+  k=8,
+  recorded=False,
 ) -> pathlib.Path:
+  """``recorded``: the runs' names and ``sweep_run.json`` in the keys they held before
+  advantage.offset_control (:func:`as_recorded`)."""
   root = pathlib.Path(root)
   for seed in seeds:
     rng = np.random.default_rng(seed)
@@ -50,6 +75,7 @@ def make(
     before_PxN = rng.random((PROBLEMS, SAMPLES)) < p_P[:, None]
     for name, condition in conditions(config).items():
       overrides = run_overrides(config, condition)  # as the sweep names and records the run
+      overrides = as_recorded(overrides) if recorded else overrides
       run = root / sweep.run_name({"seed": seed, **overrides})
       (run / "eval").mkdir(parents=True)
       info = {"name": run.name, "overrides": {"seed": seed, **overrides}}

@@ -63,7 +63,8 @@ MODES = {
   ],
   "hadw": ONE_STAGE + ["--config.hadw.enabled=true"],
   "presampled": PRESAMPLED + ["--config.hadw.enabled=false"],
-  "shuffle": PRESAMPLED + ["--config.hadw.enabled=false", "--config.advantage.offset_shuffle=true"],
+  "shuffle": PRESAMPLED
+  + ["--config.hadw.enabled=false", "--config.advantage.offset_control=shuffle"],
   "online": ["--config.strategy.source=online", "--config.hadw.enabled=true"],
   # The difficulty profile of the initial policy (8 problems x 2 samples), then RL on its band,
   # re-profiled after step 1 (the curriculum).

@@ -20,6 +20,7 @@ from grpo_jax.advantages.hadw import (
 from grpo_jax.advantages.magnitude_scramble import magnitude_scramble
 from grpo_jax.advantages.noise import matched_noise
 from grpo_jax.advantages.normalize import SCALE_OF, SCALES, normalize
+from grpo_jax.advantages.offset_controls import OFFSET_CONTROLS, get_offset_control
 from grpo_jax.advantages.offsets import GroupStats, group_stats, valid_rows
 from grpo_jax.advantages.shuffle import SCOPES, offset_permutation, recentring_mean
 
@@ -29,6 +30,7 @@ __all__ = [
   "AUX_KEYS",
   "Accuracy",
   "BASELINES",
+  "OFFSET_CONTROLS",
   "SCALES",
   "SCALE_OF",
   "SCOPES",
@@ -36,6 +38,7 @@ __all__ = [
   "GroupStats",
   "compute",
   "get_baseline",
+  "get_offset_control",
   "group_stats",
   "hadw_weights",
   "init_anchor",

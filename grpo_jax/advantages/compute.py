@@ -1,6 +1,6 @@
 """The public entry: rewards and ids in, advantages, new HA-DW anchor and metrics out.
 
-  Ã_i = r_i − b_i                        (METHODS §1; baseline by name, optional offset control)
+  Ã_i = r_i − b_i                        (METHODS §1; baseline and offset control by name)
   A_i = Ã_i / (σ + ε)                    (§2; or Ã_i with scale='none')
   A_i ← Φ_i·A_i                          (§3; HA-DW, when hadw.enabled, after normalisation)
                                          (p̂_g and y_t from the raw accuracy, see ``compute``)
@@ -21,11 +21,9 @@ import numpy as np
 from grpo_jax.advantages import segments as seg
 from grpo_jax.advantages.baselines import USES_OFFSETS, get_baseline
 from grpo_jax.advantages.hadw import hadw_weights, update_anchor
-from grpo_jax.advantages.magnitude_scramble import magnitude_scramble
-from grpo_jax.advantages.noise import matched_noise
 from grpo_jax.advantages.normalize import normalize, zero_rounding
+from grpo_jax.advantages.offset_controls import get_offset_control
 from grpo_jax.advantages.offsets import group_stats, valid_rows
-from grpo_jax.advantages.shuffle import offset_permutation, recentring_mean
 
 AUX_KEYS = (
   "adv/mean",
@@ -90,41 +88,10 @@ def check_ids(group_ids_N, subgroup_ids_N) -> None:
 
 
 def row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng) -> jax.Array:
-  """δ_s(i) per row: permuted (and re-centred) when ``advantage.offset_shuffle``, replaced by
-  zero-sum noise of the same per-prompt magnitude when ``advantage.offset_noise``, each
-  subgroup's own sign with another subgroup's magnitude (and rebalanced) when
-  ``advantage.offset_magnitude_scramble``. Shapes: N."""
-  if adv_cfg.offset_magnitude_scramble:
-    scrambled_S = magnitude_scramble(
-      rng,
-      stats.offset_S,
-      stats.subgroup_count_S,
-      stats.subgroup_group_S,
-      stats.subgroup_valid_S,
-      adv_cfg.offset_magnitude_scramble_rebalance,
-    )
-    return seg.gather(scrambled_S, subgroup_ids_N, valid_N)
-  if adv_cfg.offset_noise:
-    noise_S = matched_noise(
-      rng, stats.offset_S, stats.subgroup_count_S, stats.subgroup_group_S, stats.subgroup_valid_S
-    )
-    return seg.gather(noise_S, subgroup_ids_N, valid_N)
-  if not adv_cfg.offset_shuffle:
-    return seg.gather(stats.offset_S, subgroup_ids_N, valid_N)
-  scope = adv_cfg.offset_shuffle_scope
-  src_S = offset_permutation(rng, stats.subgroup_group_S, stats.subgroup_valid_S, scope)
-  offset_N = seg.gather(stats.offset_S[src_S], subgroup_ids_N, valid_N)
-  if not adv_cfg.offset_shuffle_recenter:
-    return offset_N
-  mean_G = recentring_mean(
-    stats.offset_S,
-    stats.subgroup_count_S,
-    src_S,
-    stats.subgroup_group_S,
-    stats.subgroup_valid_S,
-    scope,
-  )
-  return jnp.where(valid_N, offset_N - seg.gather(mean_G, group_ids_N, valid_N), 0.0)
+  """δ_s(i) per row as ``advantage.offset_control`` makes it (:data:`OFFSET_CONTROLS`: the
+  real offsets, shuffled, matched noise or the sign-keeping magnitude scramble). Shapes: N."""
+  control = get_offset_control(adv_cfg.offset_control)
+  return control(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng)
 
 
 def compute(
@@ -145,7 +112,7 @@ def compute(
   ``cfg``: the experiment's ``advantage`` and ``hadw`` groups (a validated ``Experiment``:
   the values are typed and in range, and only the names are looked up here). ``anchor`` is
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
-  by the offset shuffle, noise and scramble only). ``aux`` holds the scalars named in ``AUX_KEYS``.
+  by the offset controls other than 'none' only). ``aux`` holds the scalars named in ``AUX_KEYS``.
   ``accuracy``: HA-DW's p̂_g and y_t from the raw accuracy (:class:`Accuracy`), while the
   baseline and the normalisation (§1-2) use the shaped ``rewards_N``; by default both come from
   ``rewards_N`` (the same when nothing shapes the reward).

@@ -1,5 +1,5 @@
 """The sign-keeping magnitude scramble, a control of the offset ablation
-(``advantage.offset_magnitude_scramble``).
+(``advantage.offset_control = 'magnitude_scramble'``).
 
 Inside every prompt the magnitudes of the non-zero offsets are permuted among the subgroups
 that have one, and each subgroup keeps its own sign:

@@ -1,4 +1,4 @@
-"""The matched-noise control of the offset ablation (``advantage.offset_noise``).
+"""The matched-noise control of the offset ablation (``advantage.offset_control = 'noise'``).
 
 The shuffle (``shuffle.py``) hands each subgroup another subgroup's offset: it cannot tell an
 offset that points the wrong way from any offset that is merely miscalibrated. The control

@@ -1,4 +1,5 @@
-"""The offset-shuffle ablation (METHODS §1 statement 5, the offset method's control experiment).
+"""The offset-shuffle ablation (METHODS §1 statement 5, the offset method's control experiment;
+``advantage.offset_control = 'shuffle'``).
 
 The offsets {δ_s} are permuted across subgroups before they enter the baseline, which keeps
 their multiset but breaks the pairing of a subgroup with its own offset:

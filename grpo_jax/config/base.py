@@ -4,8 +4,9 @@ checks and :func:`finalize`.
 
 Experiment files in ``configs/`` start from :func:`base_config` and change fields. Configs are
 validated and locked after loading (:func:`finalize`): an unknown or misspelt key is an error
-naming it and the nearest valid key, a bad value one naming the key and its valid choices or
-range. ``docs/config.md`` lists every key.
+naming it and the nearest valid key (a replaced key: the key that replaced it,
+``grpo_jax.config.legacy``), a bad value one naming the key and its valid choices or range.
+``docs/config.md`` lists every key.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import difflib
 
 import ml_collections
 from ml_collections import ConfigDict
+
+from grpo_jax.config import legacy
 
 
 def base_config() -> ConfigDict:
@@ -72,16 +75,20 @@ def override(cfg: ConfigDict, key: str, value) -> None:
   node = cfg
   for i, part in enumerate(path):
     if part not in node or not isinstance(node[part], ConfigDict):
-      raise KeyError(_unknown(cfg, ".".join(path[: i + 1])))
+      raise KeyError(unknown_key(cfg, ".".join(path[: i + 1])))
     node = node[part]
   if leaf not in node:
-    raise KeyError(_unknown(cfg, key))
+    raise KeyError(unknown_key(cfg, key))
   with node.unlocked():
     node[leaf] = value
 
 
-def _unknown(cfg: ConfigDict, key: str) -> str:
-  return f"unknown config key '{key}'; did you mean '{nearest_key(cfg, key)}'?"
+def unknown_key(cfg: ConfigDict, key: str) -> str:
+  """The error for a key ``cfg`` lacks: a replaced key names its replacement
+  (``grpo_jax.config.legacy``), any other the nearest valid key."""
+  return (
+    legacy.replaced(key) or f"unknown config key '{key}'; did you mean '{nearest_key(cfg, key)}'?"
+  )
 
 
 def check_keys(cfg: ConfigDict, reference: ConfigDict | None = None, prefix: str = "") -> None:
@@ -91,7 +98,7 @@ def check_keys(cfg: ConfigDict, reference: ConfigDict | None = None, prefix: str
   for k, v in cfg.items():
     name = f"{prefix}{k}"
     if k not in reference:
-      raise KeyError(_unknown(root, name))
+      raise KeyError(unknown_key(root, name))
     if isinstance(v, ConfigDict):
       if not isinstance(reference[k], ConfigDict):
         raise KeyError(f"config key '{name}' is a value, not a group")
@@ -125,4 +132,12 @@ def to_dict(cfg: ConfigDict) -> dict:
   return cfg.to_dict()
 
 
-__all__ = ["base_config", "finalize", "override", "nearest_key", "check_keys", "ml_collections"]
+__all__ = [
+  "base_config",
+  "finalize",
+  "override",
+  "nearest_key",
+  "check_keys",
+  "unknown_key",
+  "ml_collections",
+]

@@ -26,6 +26,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "advantage.baseline": ("grpo_jax.advantages.baselines", "BASELINES"),
   "advantage.scale": ("grpo_jax.advantages.normalize", "SCALES"),
   "advantage.scale_of": ("grpo_jax.advantages.normalize", "SCALE_OF"),
+  "advantage.offset_control": ("grpo_jax.advantages.offset_controls", "OFFSET_CONTROLS"),
   "advantage.offset_shuffle_scope": ("grpo_jax.advantages.shuffle", "SCOPES"),
   "warmstart.supervise": ("grpo_jax.train.warmstart", "SUPERVISE"),
   "hadw.anchor": ("grpo_jax.advantages.hadw", "ANCHORS"),
@@ -68,28 +69,11 @@ def check_experiment(e) -> None:
       "(strategy.enabled = True and strategy.num_previews > 1): without it every subgroup is "
       "its group and every offset is 0; use advantage.baseline = 'group'"
     )
-  if adv.offset_shuffle and adv.baseline != "subgroup_offset":
+  if adv.offset_control != "none" and adv.baseline != "subgroup_offset":
     fail(
-      f"config key advantage.offset_shuffle = True has no effect with advantage.baseline = "
-      f"{adv.baseline!r}; it shuffles the offsets of 'subgroup_offset'"
-    )
-  if adv.offset_noise and adv.baseline != "subgroup_offset":
-    fail(
-      f"config key advantage.offset_noise = True has no effect with advantage.baseline = "
-      f"{adv.baseline!r}; it replaces the offsets of 'subgroup_offset'"
-    )
-  if adv.offset_magnitude_scramble and adv.baseline != "subgroup_offset":
-    fail(
-      "config key advantage.offset_magnitude_scramble = True has no effect with "
-      f"advantage.baseline = {adv.baseline!r}; it scrambles the offsets of 'subgroup_offset'"
-    )
-  controls = ("offset_shuffle", "offset_noise", "offset_magnitude_scramble")
-  on = [f"advantage.{k}" for k in controls if getattr(adv, k)]
-  if len(on) > 1:
-    fail(
-      f"config keys {' and '.join(on)} are True together: each replaces the offsets (another "
-      "subgroup's, noise of matched magnitude, or the own sign with another's magnitude); "
-      "choose one"
+      f"config key advantage.offset_control = {adv.offset_control!r} has no effect with "
+      f"advantage.baseline = {adv.baseline!r}: it replaces the offsets of 'subgroup_offset' "
+      "(or set advantage.offset_control = 'none')"
     )
   if rows % loss.num_minibatches:
     fail(

@@ -181,9 +181,7 @@ def _get(cfg: ConfigDict, key: str):
   node = cfg
   for part in key.split("."):
     if not isinstance(node, ConfigDict) or part not in node:
-      raise KeyError(
-        f"unknown config key '{key}'; did you mean '{config_lib.nearest_key(cfg, key)}'?"
-      )
+      raise KeyError(config_lib.unknown_key(cfg, key))
     node = node[part]
   return node
 

@@ -84,23 +84,20 @@ class Advantage(View):
     "rewards", choices=("advantages", "rewards"), doc="what that std is taken of"
   )
   eps: float = spec(1e-6, ge=0, doc="added to the std")
-  offset_shuffle: bool = spec(False, doc="control: permute the offsets across subgroups")
+  offset_control: str = spec(
+    "none",
+    choices=("magnitude_scramble", "noise", "none", "shuffle"),
+    doc=(
+      "the offsets the baseline uses: none, the real ones; the controls shuffle (permuted "
+      "across subgroups), noise (zero-sum Gaussian noise of each prompt's row-weighted RMS), "
+      "magnitude_scramble (each subgroup's own sign, another's magnitude)"
+    ),
+  )
   offset_shuffle_scope: str = spec(
     "prompt", choices=("batch", "prompt"), doc="the shuffle permutes within a prompt or the batch"
   )
   offset_shuffle_recenter: bool = spec(
     False, doc="recentre the shuffled offsets to zero row-weighted mean per prompt"
-  )
-  offset_noise: bool = spec(
-    False,
-    doc=(
-      "control: each prompt's offsets replaced by zero-sum Gaussian noise of the same "
-      "row-weighted RMS"
-    ),
-  )
-  offset_magnitude_scramble: bool = spec(
-    False,
-    doc="control: each prompt's non-zero offsets trade magnitudes, each keeping its sign",
   )
   offset_magnitude_scramble_rebalance: bool = spec(
     True, doc="scale both signs' scrambled offsets back to the real mass (zero-sum advantages)"

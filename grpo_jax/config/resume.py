@@ -34,6 +34,7 @@ import json
 
 from etils import epath
 
+from grpo_jax.config import legacy
 from grpo_jax.config.fields import ConfigError
 from grpo_jax.rundir import names
 from grpo_jax.rundir import read as read_files
@@ -111,8 +112,13 @@ def has_checkpoint(workdir) -> bool:
 
 
 def read(workdir) -> dict | None:
-  """``config.json`` of ``workdir`` (None when absent)."""
-  return read_files.config(workdir)
+  """``config.json`` of ``workdir`` (None when absent), its ``config`` in today's keys: a run
+  recorded under keys since replaced (``grpo_jax.config.legacy``) resumes as before."""
+  saved = read_files.config(workdir)
+  if saved and isinstance(saved.get("config"), dict):
+    where = f"{epath.Path(workdir) / CONFIG_JSON}"
+    saved = {**saved, "config": legacy.upgrade(saved["config"], where)}
+  return saved
 
 
 def check(saved: dict | None, config: dict, workdir, allow_change: bool = False) -> dict:

@@ -1,7 +1,8 @@
 """A sweep's run directories → one table: overrides × final metrics × held-out results with CIs.
 
-Per run (a directory holding ``config.json``): the overrides it ran (``sweep_run.json``), its
-status (done | failed | partial), each training metric averaged over the last k logged steps
+Per run (a directory holding ``config.json``): the overrides it ran (``sweep_run.json``; keys
+since replaced read as the key that replaced them, ``grpo_jax.config.legacy``), its status
+(done | failed | partial), each training metric averaged over the last k logged steps
 (``final/<metric>``), and ``before/`` / ``after/`` held-out results (``pass@k`` with the
 bootstrap CI over problems, ``pass@k_lo`` / ``pass@k_hi``): ``results.json``'s, or for a run
 that has not written them, the evaluation's own files ``eval/<benchmark>_step<k>.json`` (step 0,
@@ -24,9 +25,10 @@ import numpy as np
 from etils import epath
 
 from grpo_jax.config import files as config_file
+from grpo_jax.config import legacy
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.rundir import read, tables
-from grpo_jax.rundir.names import ERROR
+from grpo_jax.rundir.names import ERROR, RUN_INFO
 
 SEED = "seed"
 # Columns the Markdown tables show by default (the CSV holds every column).
@@ -104,7 +106,8 @@ def load_run(run_dir, last_k: int = 10) -> dict:
   }
   for k, v in config_file.parse_arg(info.get("arg")).items():  # the run's config argument
     row[k] = config_file.parse_value(v, None)
-  row.update(info.get("overrides", {}))
+  where = f"{run_dir / RUN_INFO}"  # a run recorded under keys since replaced reads as today's
+  row.update(legacy.upgrade_flat(info.get("overrides", {}), where))
   row.update(final_metrics(metrics, last_k))
   before, after = _held_out(run_dir, results)
   row.update(_eval_columns("before", before))

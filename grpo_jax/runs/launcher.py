@@ -281,7 +281,7 @@ def _sweep_eval(args, overrides) -> int:
 
   members = []
   try:
-    for run in sweep.expand(args.config):
+    for run in sweep.expand(args.config, args.workdir):
       workdir = os.path.join(args.workdir, run.name)
       preflight.check_checkpoint(workdir, "eval", args.step, args.allow_init)
       members.append((sweep.load_run_config(args.config, run, overrides), workdir))

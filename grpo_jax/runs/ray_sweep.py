@@ -251,7 +251,7 @@ class RaySweep:
 
   def run(self, only=None) -> list[dict]:
     """Every member, concurrently as resources allow; entries in the sweep's order."""
-    runs = [r for r in sweep.expand(self.spec) if only is None or only in r.name]
+    runs = [r for r in sweep.expand(self.spec, self.root) if only is None or only in r.name]
     sweep.validate(self.spec, runs, self.overrides)
     self.root.mkdir(parents=True, exist_ok=True)
     entries: dict[str, dict] = {}

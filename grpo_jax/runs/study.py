@@ -57,7 +57,8 @@ def label(rows: list[dict], conditions: dict[str, dict], absent=None) -> list[di
   """Each row with ``condition``: the name whose overrides it matches (``seed`` aside); rows
   matching none are dropped, two names matching one row is an error. ``absent``: key → the
   value a row without that key ran with (keys a sweep gained after some of its runs, which
-  keep their names: ``configs/study.py``'s ``ADDED_KEYS``)."""
+  keep their names: a study config's ``ADDED_KEYS``). Keys since replaced are read as their
+  replacement already (``aggregate.load_run``)."""
   absent = absent or {}
   out = []
   for row in rows:

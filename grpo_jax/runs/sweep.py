@@ -12,7 +12,8 @@ line's ``--config.key=value`` overrides exactly as if typed there. ``add(arg="al
 also replaces the file's ``get_config`` argument (for settings that change several keys). The
 run directory is ``<root>/<name>``, the name being the argument's and the overrides' ``key=value``
 pairs in call order joined by ``,`` (``advantage.offset_coef=-0.5,seed=0``), so a directory says
-what it ran.
+what it ran. A run recorded under config keys since replaced keeps its directory
+(``grpo_jax.runs.recorded``).
 
 Every run's config is loaded before any run starts (:func:`validate`, for ``run_local``,
 ``plan`` and ``pod_commands``): a misspelt override fails once, naming the run and the key,
@@ -46,7 +47,7 @@ from grpo_jax.config import files as config_file
 from grpo_jax.config import resume
 from grpo_jax.rundir import paths, read
 from grpo_jax.rundir.names import ERROR, LOG, RESULTS, RUN_INFO, SWEEP_INFO
-from grpo_jax.runs import aggregate
+from grpo_jax.runs import aggregate, recorded
 
 
 def format_value(value) -> str:
@@ -84,10 +85,12 @@ class SweepRun:
     return [f"{k}={format_value(v)}" for k, v in self.overrides.items()]
 
 
-def expand(spec: str) -> list[SweepRun]:
+def expand(spec: str, root=None) -> list[SweepRun]:
   """The runs declared by ``sweep(add)`` in the config file of ``path[:arg]``, in call order.
 
-  A file without ``sweep`` is one run with no overrides. Duplicate runs are an error.
+  A file without ``sweep`` is one run with no overrides. Duplicate runs are an error. With the
+  sweep's ``root``, a run recorded there under config keys since replaced keeps its directory
+  (``grpo_jax.runs.recorded.adopt``).
   """
   path, _, arg = spec.partition(":")
   if not pathlib.Path(path).exists():
@@ -111,7 +114,7 @@ def expand(spec: str) -> list[SweepRun]:
     raise ValueError(f"sweep of {path} adds the same run more than once: {dupes}")
   if not runs:
     raise ValueError(f"sweep of {path} adds no runs")
-  return runs
+  return runs if root is None else recorded.adopt(root, runs)
 
 
 def load_run_config(spec: str, run: SweepRun, overrides=()):
@@ -266,7 +269,7 @@ def run_local(
   (see :func:`enable_compile_cache`). ``allow_config_change``: see :func:`run_one`. At the end
   it logs the runs' held-out results side by side (:func:`summary_table`)."""
   root = epath.Path(root)
-  runs = expand(spec)
+  runs = expand(spec, root)
   validate(spec, runs, overrides)
   root.mkdir(parents=True, exist_ok=True)
   if compile_cache:
@@ -301,7 +304,7 @@ def plan(
   (``grpo_jax.planning.dry_run``); nothing is trained, allocated or written."""
   from grpo_jax.planning import dry_run  # noqa: PLC0415
 
-  runs = expand(spec)
+  runs = expand(spec, root)
   configs = validate(spec, runs, overrides)
   blocks = []
   for i, run in enumerate(runs):
@@ -370,9 +373,10 @@ def pod_commands(
   (:func:`validate`), so a bad override fails here, not on the pod."""
   pod = pod or Pod()
   tpu_name, zone, repo_dir, python = pod.tpu_name, pod.zone, pod.repo_dir, pod.python
-  runs = expand(spec)
+  local = "://" not in str(root)
+  runs = expand(spec, root if local else None)
   validate(spec, runs, overrides)
-  skip_done = skip_done and "://" not in str(root)
+  skip_done = skip_done and local
   out = []
   for run in runs:
     run_dir = epath.Path(root) / run.name

@@ -1,10 +1,13 @@
 """Flipping each `advantage` / `hadw` config key changes compute()'s output (one test per key).
 
 Each test starts from a base where the key matters (e.g. the shuffle keys need the
-subgroup_offset baseline and α ≠ 0) and checks the advantages or the new anchor differ.
+subgroup_offset baseline, α ≠ 0 and ``advantage.offset_control = 'shuffle'``) and checks the
+advantages or the new anchor differ.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import jax
 import numpy as np
@@ -47,18 +50,12 @@ CASES = {
   "advantage.scale": ({}, "batch"),
   "advantage.scale_of": ({}, "advantages"),
   "advantage.eps": ({"advantage.scale": "none", "hadw.enabled": False}, 1e-6),
-  "advantage.offset_shuffle": ({}, True),
-  "advantage.offset_shuffle_scope": ({"advantage.offset_shuffle": True}, "batch"),
-  "advantage.offset_shuffle_recenter": ({"advantage.offset_shuffle": True}, True),
-  "advantage.offset_noise": ({}, True),
-  # Rebalanced, the scramble gives these prompts back their offsets (one subgroup per sign, or
-  # equal magnitudes): the plain scramble shows the key.
-  "advantage.offset_magnitude_scramble": (
-    {"advantage.offset_magnitude_scramble_rebalance": False},
-    True,
-  ),
+  # Each of its other values: test_flipping_the_offset_control_changes_output.
+  "advantage.offset_control": ({}, "shuffle"),
+  "advantage.offset_shuffle_scope": ({"advantage.offset_control": "shuffle"}, "batch"),
+  "advantage.offset_shuffle_recenter": ({"advantage.offset_control": "shuffle"}, True),
   "advantage.offset_magnitude_scramble_rebalance": (
-    {"advantage.offset_magnitude_scramble": True},
+    {"advantage.offset_control": "magnitude_scramble"},
     False,
   ),
   "hadw.enabled": ({}, False),
@@ -94,3 +91,19 @@ def test_flipping_key_changes_output(key):
   if anchor_a.shape == anchor_b.shape:
     changed = changed or not np.allclose(anchor_a, anchor_b, atol=1e-7)
   assert changed, key
+
+
+def test_flipping_the_offset_control_changes_output():
+  """Every value of ``advantage.offset_control`` on one batch: four different outputs. Rebalanced,
+  the scramble gives these prompts back their offsets (one subgroup per sign, or equal
+  magnitudes), so the plain scramble shows the key, and the rebalanced one equals ``none``."""
+  plain = {"advantage.offset_magnitude_scramble_rebalance": False}
+  adv = {
+    name: outputs(base(**plain, **{"advantage.offset_control": name}))[0]
+    for name in adv_lib.OFFSET_CONTROLS
+  }
+  assert set(adv) == {"none", "shuffle", "noise", "magnitude_scramble"}
+  for a, b in itertools.combinations(sorted(adv), 2):
+    assert not np.allclose(adv[a], adv[b], atol=1e-6), (a, b)
+  rebalanced = outputs(base(**{"advantage.offset_control": "magnitude_scramble"}))[0]
+  np.testing.assert_allclose(rebalanced, adv["none"], atol=1e-6)

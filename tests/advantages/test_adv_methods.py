@@ -83,7 +83,7 @@ def test_4_zero_sum_for_every_alpha_and_alpha_free_when_k1_or_equal_means():
 
 def test_5_shuffle_permutes_offsets_within_prompt_and_is_noop_for_k1():
   cfg = cfg_with(advantage__baseline="subgroup_offset", advantage__offset_coef=-1.0,
-                 advantage__scale="none", advantage__offset_shuffle=True)  # fmt: skip
+                 advantage__scale="none", advantage__offset_control="shuffle")  # fmt: skip
   seen = set()
   for i in range(30):
     a = run(cfg, key=jax.random.key(i))[0]
@@ -105,10 +105,10 @@ def test_6_all_equal_group_is_exactly_zero_under_every_setting():
   for baseline in ("group", "rloo", "subgroup_offset"):
     for scale in ("group", "batch", "none"):
       for scale_of in ("rewards", "advantages"):
-        for shuffle in (False, True):
+        for control in ("none", "shuffle"):
           cfg = cfg_with(advantage__baseline=baseline, advantage__scale=scale,
                          advantage__scale_of=scale_of, advantage__offset_coef=-1.0,
-                         advantage__offset_shuffle=shuffle, advantage__offset_shuffle_scope="batch",
+                         advantage__offset_control=control, advantage__offset_shuffle_scope="batch",
                          hadw__enabled=True)  # fmt: skip
           a, _, aux = run(cfg, r, g, s)
           assert np.all(a[[0, 1, 2, 6]] == 0.0) and np.all(np.isfinite(a))

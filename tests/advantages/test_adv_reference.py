@@ -26,7 +26,7 @@ H = 4
 BASELINES = ("group", "rloo", "subgroup_offset")
 SCALES = ("group", "batch", "none")
 SCALE_OF = ("rewards", "advantages")
-SHUFFLES = (  # (offset_shuffle, scope, recenter)
+SHUFFLES = (  # (offset_control = 'shuffle', offset_shuffle_scope, offset_shuffle_recenter)
   (False, "prompt", False),
   (True, "prompt", False),
   (True, "batch", False),
@@ -158,7 +158,8 @@ def make_cfg(combo, coef, lam, eta):
   cfg = base_config()
   a, h = cfg.advantage, cfg.hadw
   a.baseline, a.scale, a.scale_of, a.offset_coef = baseline, scale, scale_of, coef
-  a.offset_shuffle, a.offset_shuffle_scope, a.offset_shuffle_recenter = shuffle, scope, recenter
+  a.offset_control = "shuffle" if shuffle else "none"
+  a.offset_shuffle_scope, a.offset_shuffle_recenter = scope, recenter
   h.enabled, h.anchor, h.sigma_of, h.include_current = on, kind, sigma_of, inc
   h.history, h.lambda_scale, h.eta, h.fixed_anchor = H, lam, eta, 0.45
   return cfg

@@ -25,7 +25,7 @@ CHILD = textwrap.dedent(
   sids = (gids + rng.integers(0, 3, n)).astype(np.int32)
   gids[:5] = sids[:5] = -1
   rewards = (rng.random(n) < 0.4).astype(np.float32)
-  for kw in [dict(), dict(baseline="subgroup_offset", offset_coef=-1.0, offset_shuffle=True,
+  for kw in [dict(), dict(baseline="subgroup_offset", offset_coef=-1.0, offset_control="shuffle",
              offset_shuffle_scope="batch", offset_shuffle_recenter=True, scale="batch")]:
     cfg = base_config()
     cfg.hadw.enabled = True

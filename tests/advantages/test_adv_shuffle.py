@@ -91,7 +91,7 @@ def test_alpha_one_on_constant_subgroups_stays_exactly_zero_under_a_recentred_sh
   cfg = base_config()
   a = cfg.advantage
   a.baseline, a.offset_coef, a.scale, a.scale_of = "subgroup_offset", 1.0, "group", "advantages"
-  a.offset_shuffle, a.offset_shuffle_recenter = True, True
+  a.offset_control, a.offset_shuffle_recenter = "shuffle", True
   rewards = np.array([1.0, 0.5, 0.5, 0.0, 0.0, 0.0], np.float32)  # constant subgroups
   gid = np.array([0, 0, 0, 3, 3, 3], np.int32)
   sid = np.array([0, 1, 1, 3, 4, 4], np.int32)
@@ -121,7 +121,7 @@ def test_whitened_advantages_of_an_exactly_cancelling_group_are_zero():
   cfg = base_config()
   a = cfg.advantage
   a.baseline, a.offset_coef, a.scale, a.scale_of = "subgroup_offset", -1.0, "group", "advantages"
-  a.offset_shuffle, a.offset_shuffle_recenter = True, True
+  a.offset_control, a.offset_shuffle_recenter = "shuffle", True
   rewards = np.array([1.0, 1.0, 0.0, 1.0, 0.5, 0.0], np.float32)
   gid = np.array([0, 0, 0, 3, 3, 3], np.int32)
   sid = np.array([0, 0, 2, 3, 4, 4], np.int32)

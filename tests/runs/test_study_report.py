@@ -8,6 +8,7 @@ import pathlib
 import shutil
 
 import fake_study
+import matplotlib.pyplot as plt
 import pytest
 
 from grpo_jax.config import files as config_file
@@ -103,9 +104,8 @@ def test_a_prior_report_stands_in_for_runs_that_are_gone(tmp_path):
   for run in list(full.iterdir()):
     if "magnitude_scramble" in run.name:
       run.rename(new / run.name)
-    elif "offset_coef=-0.5" in run.name and "shuffle=true" not in run.name:
-      if "noise=true" not in run.name:
-        shutil.copytree(run, new / run.name)
+    elif "offset_coef=-0.5" in run.name and "offset_control=none" in run.name:
+      shutil.copytree(run, new / run.name)
   assert main([str(full), "--out", str(tmp_path / "first"), *config]) == 0
   argv = [str(new), "--out", str(tmp_path / "merged"), "--prior", str(tmp_path / "first")]
   assert main(argv + config) == 0
@@ -131,3 +131,21 @@ def test_a_prior_report_stands_in_for_runs_that_are_gone(tmp_path):
       shutil.rmtree(p)
   with pytest.raises(ValueError, match="no run here reruns one of the prior report's"):
     main(argv + config)
+
+
+def test_runs_recorded_under_the_replaced_keys_give_the_same_report(tmp_path):
+  """A study recorded before advantage.offset_control (its three booleans in the runs' names and
+  sweep_run.json, the scramble's on its own runs only) is labelled and tested as today's."""
+  config = ["--config", str(ROOT / "configs/study.py")]
+  record = {}
+  for recorded in (False, True):
+    root = fake_study.make(tmp_path / f"runs{recorded}", seeds=range(4), recorded=recorded)
+    out = tmp_path / f"report{recorded}"
+    assert report_module().main([str(root), "--out", str(out), *config]) == 0
+    plt.close("all")  # two reports' figures in one process
+    record[recorded] = json.loads((out / "tests.json").read_text())
+  names = [p.name for p in (tmp_path / "runsTrue").iterdir()]
+  assert sum("advantage.offset_shuffle=true" in n for n in names) == 4
+  assert not any("offset_control" in n for n in names)
+  assert len(record[True]["tests"]) == 6 and record[True]["tests"] == record[False]["tests"]
+  assert record[True]["verdicts"] == record[False]["verdicts"]

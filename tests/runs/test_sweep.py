@@ -281,3 +281,29 @@ def test_local_sweep_ends_with_the_runs_held_out_results_side_by_side(spec, tmp_
   again = []
   sweep.run_local(spec, root, ["steps=2"], train_fn=train, log=again.append, compile_cache=False)
   assert again[-1].splitlines()[1:] == table
+
+
+def test_runs_recorded_under_replaced_keys_keep_their_directories(tmp_path):
+  """configs/study.py's runs recorded under the three booleans advantage.offset_control replaced
+  (their names and sweep_run.json) are its members: the finished ones are skipped, an unfinished
+  one resumes in its own directory, and no run starts again under its new name."""
+  import fake_study
+
+  root = fake_study.make(tmp_path / "study", seeds=(0, 1), recorded=True)
+  old = sorted(p.name for p in root.iterdir())
+  spec = "configs/study.py:seeds=2"
+  runs = sweep.expand(spec, root)
+  assert sorted(r.name for r in runs) == old and len(old) == 16
+  assert all("offset_control" not in r.name for r in runs)
+  assert [r.overrides for r in runs] == [r.overrides for r in sweep.expand(spec)]
+  unfinished = next(n for n in old if "offset_noise=true" in n)
+  (root / unfinished / "results.json").unlink()
+  train = FakeTrain()
+  entries = sweep.run_local(spec, root, train_fn=train, log=lambda *a: None, compile_cache=False)
+  assert [e["status"] for e in entries].count("skipped") == 15 and train.calls == [unfinished]
+  assert sorted(p.name for p in root.iterdir() if p.is_dir()) == old
+  info = json.loads((root / unfinished / "sweep_run.json").read_text())
+  assert info["overrides"]["advantage.offset_control"] == "noise"  # rewritten in today's keys
+  assert sorted(r.name for r in sweep.expand(spec, root)) == old
+  # Without the root (or in a fresh one) the members take today's names.
+  assert all("advantage.offset_control=" in r.name for r in sweep.expand(spec, tmp_path / "new"))

@@ -84,7 +84,7 @@ def test_paper_sweeps_cover_the_papers_tables():
   offsets = sweep.expand("configs/paper_offsets_qwen3_8b.py")
   alphas = {r.overrides["advantage.offset_coef"] for r in offsets}
   assert {0.0, -1.0, -0.5, 0.5, 1.0} <= alphas
-  assert sum(r.overrides["advantage.offset_shuffle"] for r in offsets) == 2
+  assert sum(r.overrides["advantage.offset_control"] == "shuffle" for r in offsets) == 2
 
 
 def test_mini_repro_sweep_has_the_required_conditions():
@@ -94,15 +94,15 @@ def test_mini_repro_sweep_has_the_required_conditions():
   conds = {
     (
       r.overrides["advantage.offset_coef"],
-      r.overrides["advantage.offset_shuffle"],
+      r.overrides["advantage.offset_control"],
       r.overrides["hadw.enabled"],
     )
     for r in runs
   }
   for alpha in (0.0, -1.0, -0.5, 0.5, 1.0):
-    assert (alpha, False, False) in conds
-  assert any(shuffle for _, shuffle, _ in conds) and any(h for _, _, h in conds)
-  noise = [r for r in runs if r.overrides["advantage.offset_noise"]]
+    assert (alpha, "none", False) in conds
+  assert (-0.5, "shuffle", False) in conds and any(h for _, _, h in conds)
+  noise = [r for r in runs if r.overrides["advantage.offset_control"] == "noise"]
   assert {r.overrides["seed"] for r in noise} == seeds  # the control beside the shuffle
   assert all(r.overrides["advantage.offset_coef"] == -0.5 for r in noise)
   cfg = sweep.load_run_config("configs/mini_repro.py", runs[0])
@@ -148,7 +148,7 @@ def test_study_sweep_is_the_preregistered_design():
   with pytest.raises(ValueError, match="unknown study conditions \\['scrambel'\\]"):
     sweep.expand("configs/study.py:conditions=scrambel")
   rows = [{"name": r.name, **r.overrides} for r in runs]
-  rows = study.label(rows, module.CONDITIONS, module.ADDED_KEYS)
+  rows = study.label(rows, module.CONDITIONS)
   assert len(rows) == len(runs)
   counts = {c: sum(r["condition"] == c for r in rows) for c in module.CONDITIONS}
   assert counts == dict.fromkeys(module.CONDITIONS, 16)
@@ -162,16 +162,21 @@ def test_study_sweep_is_the_preregistered_design():
     for c, r in zip((r["condition"] for r in rows), runs, strict=True)
   }
   assert cfg["grpo"].steps == 50 and not cfg["grpo"].strategy.enabled
-  assert cfg["noise"].advantage.offset_noise and cfg["noise"].advantage.offset_coef == -0.5
-  scramble = cfg["scramble"].advantage
-  assert scramble.offset_magnitude_scramble and scramble.offset_magnitude_scramble_rebalance
-  assert scramble.offset_coef == -0.5 and not (scramble.offset_shuffle or scramble.offset_noise)
+  noise, scramble = cfg["noise"].advantage, cfg["scramble"].advantage
+  assert noise.offset_control == "noise" and noise.offset_coef == -0.5
+  assert scramble.offset_control == "magnitude_scramble" and scramble.offset_coef == -0.5
+  assert scramble.offset_magnitude_scramble_rebalance
+  assert {c.advantage.offset_control for n, c in cfg.items() if n not in ("noise", "scramble")} == {
+    "none",
+    "shuffle",
+  }
   assert cfg["anchor"].strategy.source == "presampled"
   assert not cfg["anchor"].strategy.train_on_preview
-  # The 112 runs of the first seven conditions keep their names (a re-run skips them): the keys
-  # added with the scramble appear in its runs' names alone.
+  # Each name says its offset control, in one readable pair; the runs recorded under the three
+  # keys it replaced keep their directories (tests/runs/test_sweep.py's recorded-run tests).
   for row, run in zip(rows, runs, strict=True):
-    assert ("magnitude_scramble" in run.name) == (row["condition"] == "scramble")
+    control = cfg[row["condition"]].advantage.offset_control
+    assert f",advantage.offset_control={control}," in run.name
     assert len(run.name.encode()) < 255  # a run directory's name is one path component
 
 
