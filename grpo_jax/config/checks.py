@@ -35,6 +35,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
   "loss.aggregation": ("grpo_jax.losses.aggregation", "AGGREGATIONS"),
   "loss.kl_estimator": ("grpo_jax.losses.kl", "KL_ESTIMATORS"),
   "loss.rollout_correction": ("grpo_jax.losses.correction", "CORRECTIONS"),
+  "loss.entropy_control": ("grpo_jax.losses.entropy_control", "CONTROLS"),
   "sampling.engine": ("grpo_jax.sampling.engine", "ENGINES"),
   "dapo.filter_metric": ("grpo_jax.rollout.dynamic_sampling", "FILTER_METRICS"),
   "mesh.train_rules": ("grpo_jax.sharding.rules", "PRESETS"),

@@ -127,15 +127,45 @@ class Hadw(View):
 class Loss(View):
   """The policy loss (docs/losses.md) and the update's passes over a batch."""
 
-  kind: str = spec("grpo", choices=("dapo", "grpo", "gspo"), doc="ratio and default clip range")
+  kind: str = spec(
+    "grpo",
+    choices=("cispo", "dapo", "gmpo", "grpo", "gspo", "sapo"),
+    doc="the per-token loss, its ratio and default clip range (docs/losses.md)",
+  )
   aggregation: str = spec(
     "token_mean",
     choices=("seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm", "token_mean"),
     doc="how token terms reduce to the loss",
   )
-  clip_low: float = spec(-1.0, ge=0, lt=1, off=-1.0, doc="epsilon_low; -1 = the kind's default")
+  clip_low: float = spec(
+    -1.0,
+    ge=0,
+    off=-1.0,
+    doc="epsilon_low (<= 1 on a ratio; gmpo: of the log-ratio); -1 = the kind's default",
+  )
   clip_high: float = spec(-1.0, ge=0, off=-1.0, doc="epsilon_high; -1 = the kind's default")
-  dual_clip: float = spec(0.0, gt=1, off=0.0, doc="c > 1 bounds negative-advantage terms; 0 = off")
+  dual_clip: float = spec(
+    0.0, gt=1, off=0.0, doc="c > 1 bounds negative-advantage terms (grpo, dapo, gspo); 0 = off"
+  )
+  sapo_tau_pos: float = spec(1.0, gt=0, doc="sapo: the gate's temperature where A > 0")
+  sapo_tau_neg: float = spec(1.05, gt=0, doc="sapo: the gate's temperature where A <= 0")
+  entropy_control: str = spec(
+    "none",
+    choices=("clip_cov", "kl_cov", "none"),
+    doc=(
+      "the high-covariance tokens' terms: clip_cov drops a random few (no gradient), kl_cov "
+      "adds kl_cov_coef x |log-ratio| to the top ones (Clip-Cov / KL-Cov, arXiv 2505.22617)"
+    ),
+  )
+  clip_cov_ratio: float = spec(
+    2e-4, gt=0, le=1, doc="clip_cov: at most max(floor(r x valid tokens), 1) tokens dropped"
+  )
+  clip_cov_lb: float = spec(1.0, doc="clip_cov: candidates have covariance above it")
+  clip_cov_ub: float = spec(5.0, doc="clip_cov: candidates have covariance below it")
+  kl_cov_ratio: float = spec(
+    2e-4, gt=0, le=1, doc="kl_cov: the max(floor(r x valid tokens), 1) largest covariances"
+  )
+  kl_cov_coef: float = spec(1.0, gt=0, doc="kl_cov: the penalty's weight (verl's ppo_kl_coef)")
   kl_coef: float = spec(0.0, ge=0, doc="beta of the KL to the reference model; 0 = no reference")
   kl_estimator: str = spec("k3", choices=("k1", "k2", "k3"), doc="the KL estimator")
   entropy_coef: float = spec(0.0, doc="entropy bonus")
@@ -209,6 +239,8 @@ class Loss(View):
   def check(self):
     if self.pack_width and not self.pack:
       fail(f"config key loss.pack_width = {self.pack_width} needs loss.pack = True (or 0)")
+    self._check_kind()
+    self._check_entropy_control()
     rejecting = self.rollout_correction in ("seq_mis", "geo_mis")
     for key in ("rollout_rs_high", "rollout_rs_low"):
       if getattr(self, key) != -1.0 and not rejecting:
@@ -220,6 +252,52 @@ class Loss(View):
       fail(
         f"config key loss.rollout_rs_low = {self.rollout_rs_low} must be below "
         f"loss.rollout_rs_high = {self.rollout_rs_high}"
+      )
+
+  def _unset(self, *keys: str) -> tuple[str, ...]:
+    """Those of ``keys`` (loss keys) set away from their declared default."""
+    fields = type(self).__dataclass_fields__
+    return tuple(k for k in keys if getattr(self, k) != fields[k].default)
+
+  def _check_kind(self):
+    kind = self.kind
+    if self.clip_low > 1 and kind != "gmpo":
+      fail(
+        f"config key loss.clip_low = {self.clip_low} must be <= 1 for loss.kind = {kind!r}: "
+        "the ratio's lower bound 1 - clip_low is at least 0 (gmpo clips log-ratios)"
+      )
+    if self.dual_clip and kind not in ("dapo", "grpo", "gspo"):
+      fail(
+        f"config key loss.dual_clip = {self.dual_clip} bounds the PPO surrogate of grpo, dapo "
+        f"and gspo; loss.kind = {kind!r} has none (set it to 0)"
+      )
+    clips = ("clip_low", "clip_high")
+    for key in self._unset(*clips) if kind == "sapo" else ():
+      fail(f"config key loss.{key} = {getattr(self, key)}: loss.kind = 'sapo' has no clip")
+    for key in () if kind == "sapo" else self._unset("sapo_tau_pos", "sapo_tau_neg"):
+      fail(f"config key loss.{key} = {getattr(self, key)} needs loss.kind = 'sapo'")
+
+  def _check_entropy_control(self):
+    control = self.entropy_control
+    for name, keys in (
+      ("clip_cov", ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub")),
+      ("kl_cov", ("kl_cov_ratio", "kl_cov_coef")),
+    ):
+      for key in () if control == name else self._unset(*keys):
+        fail(
+          f"config key loss.{key} = {getattr(self, key)} needs loss.entropy_control = "
+          f"{name!r}, not {control!r}"
+        )
+    if self.clip_cov_lb >= self.clip_cov_ub:
+      fail(
+        f"config key loss.clip_cov_lb = {self.clip_cov_lb} must be below loss.clip_cov_ub = "
+        f"{self.clip_cov_ub}"
+      )
+    if control == "kl_cov" and self.num_iterations * self.num_minibatches == 1:
+      fail(
+        "config key loss.entropy_control = 'kl_cov' penalises |log pi - log pi_old|, which is 0 "
+        "at one optimizer step a batch (pi_old is pi): set loss.num_minibatches or "
+        "loss.num_iterations above 1"
       )
 
 

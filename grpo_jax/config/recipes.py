@@ -12,6 +12,13 @@ The numbers are the HA-DW paper's comparison settings (arXiv 2601.08521, trainin
   all    no KL (no reference model), AdamW lr 1e-6, weight decay 0.1, grad clip 1.0,
          β = (0.9, 0.999) (verl's AdamW default; the paper names no β)
 
+The newer losses as pieces (not whole recipes; ``docs/losses.md``): ``cispo_loss`` (MiniMax-M1,
+arXiv 2506.13585: no lower bound, the weight capped at 5 as TRL's ScaleRL setting, token_mean),
+``sapo_loss`` (arXiv 2511.20347: τ 1.0 / 1.05, seq_mean_token_mean as verl forces), ``gmpo_loss``
+(arXiv 2507.20673: log-ratios clipped at ±0.4, the sequence mean), and verl's entropy-control
+losses ``clip_cov`` / ``kl_cov`` (arXiv 2505.22617, the authors' verl scripts: r = 2e-4, band
+(1, 5), Clip-Cov's PPO clip widened to [0, 2]; KL-Cov without a clip, β = 1).
+
 Reward shaping only where its paper has it: the overlong punishment and dynamic sampling belong
 to DAPO; ``grpo`` and ``gspo`` switch both off (``no_shaping``).
 
@@ -101,6 +108,74 @@ def dapo_loss(cfg):
   cfg.loss.clip_high = 0.28
   cfg.loss.dual_clip = DAPO_DUAL_CLIP
   cfg.loss.aggregation = "token_mean"
+  return cfg
+
+
+def cispo_loss(cfg):
+  """CISPO: the clipped weight sg(clip(ρ, 0, 5)) on −A·logπ, token_mean (MiniMax-M1 and
+  ScaleRL both average over the step's tokens)."""
+  cfg.loss.kind = "cispo"
+  cfg.loss.clip_low = 1.0
+  cfg.loss.clip_high = 4.0
+  cfg.loss.dual_clip = 0.0
+  cfg.loss.aggregation = "token_mean"
+  return cfg
+
+
+def sapo_loss(cfg):
+  """SAPO: the sigmoid gate with τ_pos = 1.0, τ_neg = 1.05, seq_mean_token_mean (verl forces it)."""
+  cfg.loss.kind = "sapo"
+  cfg.loss.clip_low = cfg.loss.clip_high = -1.0
+  cfg.loss.dual_clip = 0.0
+  cfg.loss.sapo_tau_pos = 1.0
+  cfg.loss.sapo_tau_neg = 1.05
+  cfg.loss.aggregation = "seq_mean_token_mean"
+  return cfg
+
+
+def gmpo_loss(cfg):
+  """GMPO: the geometric mean of token ratios clipped to (e^-0.4, e^0.4), averaged over rows."""
+  cfg.loss.kind = "gmpo"
+  cfg.loss.clip_low = 0.4
+  cfg.loss.clip_high = 0.4
+  cfg.loss.dual_clip = 0.0
+  cfg.loss.aggregation = "seq_mean_token_mean"
+  return cfg
+
+
+def clip_cov(cfg, ratio: float = 2e-4):
+  """verl's Clip-Cov loss as the authors' scripts run it: the token-ratio surrogate with the
+  clip at [0, 2] (clip_ratio_low = high = 1) and no dual clip (verl's clip_cov has none); r of
+  the tokens with covariance in (1, 5) lose their gradient; token_mean."""
+  cfg.loss.kind = "grpo"
+  cfg.loss.clip_low = 1.0
+  cfg.loss.clip_high = 1.0
+  cfg.loss.dual_clip = 0.0
+  cfg.loss.aggregation = "token_mean"
+  cfg.loss.entropy_control = "clip_cov"
+  cfg.loss.clip_cov_ratio = float(ratio)
+  cfg.loss.clip_cov_lb = 1.0
+  cfg.loss.clip_cov_ub = 5.0
+  return cfg
+
+
+# A clip ceiling no ratio reaches (ρ <= e^20 = 4.9e8): verl's KL-Cov loss has no clip.
+NO_CEILING = 1e9
+
+
+def kl_cov(cfg, ratio: float = 2e-4):
+  """verl's KL-Cov loss: −A·ρ on every token (no clip: floor 0, ceiling above e^20, no dual
+  clip), the r largest-covariance tokens + |log ρ| at weight 1, token_mean (the authors' 32B
+  script; their 7B one takes r = 2e-3). It acts from a batch's second optimizer step on, so
+  set loss.num_minibatches or loss.num_iterations > 1 (the scripts: 8 minibatches)."""
+  cfg.loss.kind = "grpo"
+  cfg.loss.clip_low = 1.0
+  cfg.loss.clip_high = NO_CEILING
+  cfg.loss.dual_clip = 0.0
+  cfg.loss.aggregation = "token_mean"
+  cfg.loss.entropy_control = "kl_cov"
+  cfg.loss.kl_cov_ratio = float(ratio)
+  cfg.loss.kl_cov_coef = 1.0
   return cfg
 
 

@@ -1,73 +1,46 @@
-"""The policy loss: clipped surrogate + β·KL − c·entropy, aggregated (METHODS §4).
+"""The policy loss: the kind's per-token loss + β·KL − c·entropy, aggregated (METHODS §4).
 
-  L = agg(w·ℓ) + β·agg(KL) − c_H·agg(H),   ℓ = max(−A·ρ, −A·clip(ρ, 1 − ε_low, 1 + ε_high))
+  L = agg(w·ℓ) + β·agg(KL) − c_H·agg(H),   e.g. ℓ = max(−A·ρ, −A·clip(ρ, 1 − ε_low, 1 + ε_high))
 
-with the ratio ρ, the default ε and the aggregation chosen by name from the ``loss`` config
-group, and w the rollout correction's constant weight (1 without one;
-``grpo_jax.losses.correction``). ``policy_loss`` is additive over rows: called on any partition
-of the step's rows with the same step-global ``denominators``, the pieces (and every aux
-metric) sum to the full-batch value, and so do the gradients, which makes micro-batch
+with ℓ, its ratio and default ε chosen by ``loss.kind`` (``grpo_jax.losses.kinds``: grpo, dapo,
+gspo, cispo, sapo, gmpo), the selected tokens' ℓ changed by ``loss.entropy_control``
+(``grpo_jax.losses.entropy_control``), the aggregation by ``loss.aggregation``, and w the
+rollout correction's constant weight (1 without one; ``grpo_jax.losses.correction``).
+``policy_loss`` is additive over rows: called on any partition of the step's rows with the same
+step-global ``denominators`` (and the step's entropy-control selection), the pieces (and every
+aux metric) sum to the full-batch value, and so do the gradients, which makes micro-batch
 accumulation and data sharding exact.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from grpo_jax.losses import correction, ratios
+from grpo_jax.losses import correction, entropy_control, kinds, ratios
 from grpo_jax.losses.aggregation import AGGREGATIONS, token_mean
+from grpo_jax.losses.kinds import LOSS_KINDS, LossKind, resolve_clip
 from grpo_jax.losses.kl import KL_ESTIMATORS, kl_penalty
 from grpo_jax.losses.registry import lookup
-from grpo_jax.losses.surrogate import clipped_surrogate
 
 
 class Terms(NamedTuple):
   """The inputs of the loss's optional terms: ``ref_logps_NxT`` log π_ref (constant) for the KL
   term, ``entropy_NxT`` the per-token policy entropy H_t (differentiated) for the entropy term,
   ``sample_logps_NxT`` the sampler's log-probs for the rollout correction
-  (``loss.rollout_correction``); None leaves the term out (its coefficient must then be 0,
-  the correction ``none``)."""
+  (``loss.rollout_correction``), ``control_NxT`` the tokens ``loss.entropy_control`` acts on
+  (``entropy_control.select`` on the whole step's rows, sliced like them); None leaves the term
+  out (its coefficient must then be 0, the correction and the control ``none``)."""
 
   ref_logps_NxT: jax.Array | None = None
   entropy_NxT: jax.Array | None = None
   sample_logps_NxT: jax.Array | None = None
+  control_NxT: jax.Array | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class LossKind:
-  """A policy-loss variant: which importance ratio it uses and its default clip range."""
-
-  ratio: Callable  # (logps_NxT, old_logps_NxT, valid_NxT, log_clamp) -> ratio_NxT
-  eps_low: float
-  eps_high: float
-
-
-# ``loss.kind`` by name. DAPO's recipe also uses token_mean aggregation (the config default);
-# GSPO's paper averages per sequence (seq_mean_token_mean). Aggregation is never forced by the
-# kind: it is whatever ``loss.aggregation`` says.
-LOSS_KINDS = {
-  "grpo": LossKind(ratios.token_ratio, 0.2, 0.2),  # Shao et al. 2024
-  "dapo": LossKind(ratios.token_ratio, 0.2, 0.28),  # Yu et al. 2025, clip-higher
-  "gspo": LossKind(ratios.sequence_ratio, 3e-4, 4e-4),  # Zheng et al. 2025
-}
-
-
-def resolve_clip(cfg_loss) -> tuple[float, float]:
-  """(ε_low, ε_high): ``loss.clip_low`` / ``clip_high``, a negative value meaning the kind's."""
-  kind = lookup(LOSS_KINDS, cfg_loss.kind, "loss.kind")
-  eps_low = cfg_loss.clip_low if cfg_loss.clip_low >= 0 else kind.eps_low
-  eps_high = cfg_loss.clip_high if cfg_loss.clip_high >= 0 else kind.eps_high
-  if not 0.0 <= eps_low < 1.0:
-    raise ValueError(f"loss.clip_low must be in [0, 1) (or -1 = default), got {eps_low}")
-  return eps_low, eps_high
-
-
-def _check(cfg_loss, ref_logps_NxT, entropy_NxT) -> None:
+def _check(cfg_loss, ref_logps_NxT, entropy_NxT, control_NxT) -> None:
   # The values themselves are checked by the ``loss`` view; these rules need the inputs.
   if ref_logps_NxT is None and cfg_loss.kl_coef != 0.0:
     raise ValueError(
@@ -78,6 +51,11 @@ def _check(cfg_loss, ref_logps_NxT, entropy_NxT) -> None:
     raise ValueError(
       f"loss.entropy_coef = {cfg_loss.entropy_coef} needs entropy_NxT; pass it or set "
       "loss.entropy_coef = 0"
+    )
+  if entropy_control.applies(cfg_loss) and control_NxT is None:
+    raise ValueError(
+      f"loss.entropy_control = {cfg_loss.entropy_control!r} needs Terms.control_NxT, the "
+      "tokens entropy_control.select picks over the whole step's rows"
     )
 
 
@@ -101,30 +79,30 @@ def policy_loss(
     cfg_loss: the experiment's validated ``loss`` group (typed and in range), read at trace
       time.
     denoms: ``denominators(mask of the WHOLE step, cfg_loss)``, the same for every micro-batch.
-    terms: the KL and entropy terms' inputs (:class:`Terms`); None = no such term (its
-      coefficient, loss.kl_coef or loss.entropy_coef, must then be 0).
+    terms: the optional terms' inputs (:class:`Terms`); None = no such term (its coefficient,
+      loss.kl_coef or loss.entropy_coef, must then be 0, loss.entropy_control ``none``).
 
   Returns:
     (loss, aux). loss = loss/policy + kl_coef·loss/kl − entropy_coef·loss/entropy. aux (all
     scalars, all additive over micro-batches, metrics under stop-gradient):
       loss/total       the returned loss;
-      loss/policy      agg(ℓ) with the configured aggregation;
+      loss/policy      agg(ℓ) with the configured aggregation (after the entropy control);
       loss/kl          agg(KL_t) (unweighted; 0 without ref_logps_NxT);
       loss/entropy     agg(H_t) (unweighted; 0 without entropy_NxT);
-      clip/low_frac    fraction of valid tokens with ρ < 1 − ε_low and A < 0;
-      clip/high_frac   fraction of valid tokens with ρ > 1 + ε_high and A > 0;
+      clip/low_frac    fraction of valid tokens with ρ < 1 − ε_low and A < 0 (cispo: any A;
+                       gmpo: log ρ < −ε_low; sapo: 0);
+      clip/high_frac   fraction of valid tokens with ρ > 1 + ε_high and A > 0 (likewise);
       clip/dual_frac   fraction of valid tokens capped by the dual clip (A < 0);
+      entropy/controlled_frac  fraction of valid tokens the entropy control changed;
       ppo_kl           token mean of logπ_old − logπ (clamped token log-ratio; k1 of old‖θ);
-      ratio/mean       token mean of ρ (for gspo: of s_i, per token).
+      ratio/mean       token mean of ρ (gspo: of s_i, gmpo: of R_i, per token).
     Fractions and means divide by the step's valid-token count (token_mean), whatever the
     loss aggregation, so they stay fractions.
   """
-  kind = lookup(LOSS_KINDS, cfg_loss.kind, "loss.kind")
   agg = lookup(AGGREGATIONS, cfg_loss.aggregation, "loss.aggregation")
   lookup(KL_ESTIMATORS, cfg_loss.kl_estimator, "loss.kl_estimator")  # fail early on a typo
-  eps_low, eps_high = resolve_clip(cfg_loss)
-  ref_logps_NxT, entropy_NxT, sample_logps_NxT = terms or Terms()
-  _check(cfg_loss, ref_logps_NxT, entropy_NxT)
+  ref_logps_NxT, entropy_NxT, sample_logps_NxT, control_NxT = terms or Terms()
+  _check(cfg_loss, ref_logps_NxT, entropy_NxT, control_NxT)
   if correction.applies(cfg_loss) and sample_logps_NxT is None:
     raise ValueError(
       f"loss.rollout_correction = {cfg_loss.rollout_correction!r} needs the sampler's "
@@ -134,15 +112,19 @@ def policy_loss(
   log_clamp = cfg_loss.ratio_log_clamp
 
   valid_NxT = jnp.asarray(mask_NxT) > 0
-  dtype = jnp.result_type(logps_NxT, jnp.float32)  # at least fp32 (bf16 log-probs upcast)
-  logps_NxT = jnp.where(valid_NxT, logps_NxT, 0.0).astype(dtype)
-  old_logps_NxT = jax.lax.stop_gradient(jnp.where(valid_NxT, old_logps_NxT, 0.0).astype(dtype))
-  # A = 0 on masked tokens: their ℓ and ∂ℓ are exactly 0 even if a padded row's A is NaN.
-  adv_NxT = jnp.asarray(advantages_N, dtype)[:, None]
-  adv_NxT = jax.lax.stop_gradient(jnp.where(valid_NxT, adv_NxT, 0.0))
+  logps_NxT, old_logps_NxT, adv_NxT = kinds.masked_inputs(
+    logps_NxT, old_logps_NxT, advantages_N, valid_NxT
+  )
+  dtype = logps_NxT.dtype
+  log_ratio_NxT = ratios.token_log_ratio(logps_NxT, old_logps_NxT, valid_NxT, log_clamp)
 
-  ratio_NxT = kind.ratio(logps_NxT, old_logps_NxT, valid_NxT, log_clamp)
-  loss_NxT, flags = clipped_surrogate(ratio_NxT, adv_NxT, eps_low, eps_high, cfg_loss.dual_clip)
+  loss_NxT, ratio_NxT, flags = kinds.token_loss(
+    logps_NxT, old_logps_NxT, adv_NxT, valid_NxT, cfg_loss
+  )
+  controlled_NxT = jnp.zeros(valid_NxT.shape, bool)
+  if entropy_control.applies(cfg_loss):
+    controlled_NxT = jnp.asarray(control_NxT, bool) & valid_NxT
+    loss_NxT = entropy_control.apply(loss_NxT, controlled_NxT, log_ratio_NxT, cfg_loss)
   if sample_logps_NxT is not None:  # rollout correction (grpo_jax.losses.correction)
     sample_logps_NxT = jnp.asarray(sample_logps_NxT, dtype)
     weight_NxT = correction.weights_NxT(old_logps_NxT, sample_logps_NxT, valid_NxT, cfg_loss)
@@ -165,16 +147,20 @@ def policy_loss(
       total = total - entropy_coef * entropy
 
   sg = jax.lax.stop_gradient
-  log_ratio_NxT = ratios.token_log_ratio(logps_NxT, old_logps_NxT, valid_NxT, log_clamp)
+  frac = lambda x_NxT: token_mean(x_NxT.astype(dtype), valid_NxT, denoms)
   aux = {
     "loss/total": sg(total),
     "loss/policy": sg(policy),
     "loss/kl": sg(kl),
     "loss/entropy": sg(entropy),
-    "clip/low_frac": token_mean(flags["low"].astype(dtype), valid_NxT, denoms),
-    "clip/high_frac": token_mean(flags["high"].astype(dtype), valid_NxT, denoms),
-    "clip/dual_frac": token_mean(flags["dual"].astype(dtype), valid_NxT, denoms),
+    "clip/low_frac": frac(flags["low"]),
+    "clip/high_frac": frac(flags["high"]),
+    "clip/dual_frac": frac(flags["dual"]),
+    "entropy/controlled_frac": frac(controlled_NxT),
     "ppo_kl": sg(token_mean(-log_ratio_NxT, valid_NxT, denoms)),
     "ratio/mean": sg(token_mean(ratio_NxT, valid_NxT, denoms)),
   }
   return total, aux
+
+
+__all__ = ["LOSS_KINDS", "LossKind", "Terms", "policy_loss", "resolve_clip"]

@@ -64,5 +64,5 @@ def sequence_ratio(logps_NxT, old_logps_NxT, valid_NxT, log_clamp):
   return jnp.exp(log_ratio_NxT)
 
 
-# Ratio level by name; a loss kind picks one (see policy.LOSS_KINDS).
+# Ratio level by name; a loss kind picks one (see kinds.LOSS_KINDS).
 RATIOS = {"token": token_ratio, "sequence": sequence_ratio}

@@ -47,4 +47,6 @@ def step_keys(rng, step: int) -> dict[str, jax.Array]:
   """Independent keys for one RL step, a pure function of (run key, step)."""
   key = jax.random.fold_in(rng, step)
   sample, adv, evaluation = jax.random.split(key, 3)
-  return {"sample": sample, "advantage": adv, "eval": evaluation}
+  # A fold, not a fourth split: the other keys stay those of runs before it existed.
+  control = jax.random.fold_in(key, 1)
+  return {"sample": sample, "advantage": adv, "eval": evaluation, "control": control}

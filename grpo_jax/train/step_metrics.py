@@ -69,6 +69,10 @@ def inactive(e) -> tuple[str, ...]:
     drop.append("mismatch/veto_frac")
   if e.loss.dual_clip == 0:
     drop.append("clip/dual_frac")
+  if e.loss.kind == "sapo":  # no clip: its gate bounds the update
+    drop += ["clip/low_frac", "clip/high_frac"]
+  if e.loss.entropy_control == "none":
+    drop.append("entropy/controlled_frac")
   if e.advantage.baseline != "subgroup_offset":
     drop.append("adv/offset_abs_mean")
   if not strategy.is_two_stage(e):

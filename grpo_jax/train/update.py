@@ -8,6 +8,11 @@ log-probs (only when ``loss.kl_coef != 0``); then μ = ``loss.num_iterations`` �
 ``loss.micro_batch_size`` rows with the minibatch's denominators. The state is donated;
 shardings are explicit (batch rows split over data × fsdp).
 
+With ``loss.entropy_control`` (Clip-Cov / KL-Cov, ``grpo_jax.losses.entropy_control``) each
+optimizer step first runs its rows forward without gradient and selects the tokens the control
+acts on from those log-probs, over all of the step's rows at once; the micro-batches' losses
+read that selection, so it is the same whatever ``loss.micro_batch_size`` is.
+
 Old log-probs (METHODS §4 statement 15): with μ = 1 the old policy IS the current one, so
 old = stop_gradient(logπ_θ) inside the loss (ratio exactly 1, no extra forward pass); with μ > 1
 they are the trainer's own recomputation, once, before the first step, and stay fixed.
@@ -169,6 +174,7 @@ def make_update_fn(
   temperature = cfg.sampling.temperature
   use_kl = cfg.loss.kl_coef != 0.0
   use_entropy = cfg.loss.entropy_coef != 0.0
+  use_control = loss_lib.entropy_control.applies(cfg.loss)
   iterations, minibatches = cfg.loss.num_iterations, cfg.loss.num_minibatches
   if iterations < 1 or minibatches < 1:
     raise ValueError(
@@ -213,17 +219,36 @@ def make_update_fn(
       rows["mask_NxT"],
       cfg.loss,
       denoms,
-      loss_lib.Terms(rows.get("ref_logps_NxT"), entropy_NxT, rows.get("sample_logps_NxT")),
+      loss_lib.Terms(
+        rows.get("ref_logps_NxT"),
+        entropy_NxT,
+        rows.get("sample_logps_NxT"),
+        rows.get("control_NxT"),
+      ),
     )
     return loss, (aux, jax.lax.stop_gradient(logps_NxT))
 
-  def optimizer_step(params, opt_state, rows):
-    """One optax step on these rows, micro-batched; denominators from the rows' final mask."""
+  def optimizer_step(params, opt_state, rows, control_key):
+    """One optax step on these rows, micro-batched; denominators from the rows' final mask and
+    the entropy control's tokens from all of the rows (``control_key``: clip_cov's draw)."""
     denoms = loss_lib.denominators(rows["mask_NxT"], cfg.loss, completion_len)
     n = rows["mask_NxT"].shape[0]
     k = num_parts(n, micro_rows, "loss.micro_batch_size")
     blocks = row_blocks(n, k, devices)
     share = prompt_share(cfg, n, k, blocks)
+    if use_control:  # one forward pass without gradient, at the current parameters
+      now_NxT = jax.lax.stop_gradient(
+        map_rows(lambda r: completion_logps(params, r, share), rows, k, blocks)
+      )
+      control_NxT = loss_lib.entropy_control.select(
+        now_NxT,
+        rows.get("old_logps_NxT", now_NxT),  # μ = 1: π_old is π_θ
+        rows["advantages_N"],
+        rows["mask_NxT"],
+        cfg.loss,
+        control_key,
+      )
+      rows = dict(rows, control_NxT=control_NxT)
     (loss, aux, logps_NxT), grads = accumulate_grads(
       lambda p, r: loss_fn(p, r, denoms, share), params, rows, k, blocks, mesh
     )
@@ -239,6 +264,8 @@ def make_update_fn(
 
   def update(state, batch):
     keys = step_keys(state["rng"], state["step"])
+    # Optimizer step i draws with fold_in(keys["control"], i) (clip_cov's random tokens).
+    control_key = lambda i: jax.random.fold_in(keys["control"], i)
     advantages_N, anchor, adv_aux = adv_lib.compute(
       batch.rewards_N,
       batch.group_ids_N,
@@ -291,7 +318,7 @@ def make_update_fn(
 
     if not multi_step:
       params, opt_state, stats, logps_NxT = optimizer_step(
-        state["params"], state["opt_state"], rows
+        state["params"], state["opt_state"], rows, control_key(0)
       )
     else:
       logps_NxT = rows["old_logps_NxT"]
@@ -302,15 +329,17 @@ def make_update_fn(
       # only change the summation order.
       parts = split_rows(rows, minibatches)
 
-      def minibatch(carry, part):
-        params, opt_state, stats, _ = optimizer_step(*carry, part)
+      def minibatch(carry, part_and_id):
+        part, i = part_and_id
+        params, opt_state, stats, _ = optimizer_step(*carry, part, control_key(i))
         return (params, opt_state), stats
 
-      def iteration(carry, _):
-        return jax.lax.scan(minibatch, carry, parts)
+      def iteration(carry, ids):
+        return jax.lax.scan(minibatch, carry, (parts, ids))
 
+      step_ids = jnp.arange(iterations * minibatches).reshape(iterations, minibatches)
       (params, opt_state), stats = jax.lax.scan(
-        iteration, (state["params"], state["opt_state"]), None, length=iterations
+        iteration, (state["params"], state["opt_state"]), step_ids
       )
       stats = jax.tree.map(jnp.mean, stats)
 

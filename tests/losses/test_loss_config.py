@@ -8,6 +8,7 @@ import pytest
 
 from grpo_jax import losses
 from grpo_jax.config import base_config, views
+from grpo_jax.losses import entropy_control
 
 
 def make_inputs(seed=0):
@@ -33,10 +34,13 @@ def make_cfg(**kw):
 
 
 def run(cfg, inputs=None):
-  """(loss, d loss / d logps) with KL and entropy inputs always given."""
+  """(loss, d loss / d logps) with KL and entropy inputs always given, and the entropy
+  control's tokens selected on the whole batch."""
   logp, old, adv, mask, ref, ent = make_inputs() if inputs is None else inputs
   denoms = losses.denominators(mask, cfg)
-  f = lambda lp: losses.policy_loss(lp, old, adv, mask, cfg, denoms, losses.Terms(ref, ent))[0]
+  control = entropy_control.select(logp, old, adv, mask, cfg, jax.random.PRNGKey(0))
+  terms = losses.Terms(ref, ent, control_NxT=control)
+  f = lambda lp: losses.policy_loss(lp, old, adv, mask, cfg, denoms, terms)[0]
   loss, grad = jax.value_and_grad(f)(logp)
   return float(loss), np.asarray(grad)
 
@@ -53,7 +57,41 @@ def assert_all_differ(cfgs):
 
 
 def test_key_kind():
-  assert_all_differ([make_cfg(kind=k) for k in ("grpo", "dapo", "gspo")])
+  assert_all_differ([make_cfg(kind=k) for k in losses.LOSS_KINDS])
+
+
+def test_keys_sapo_tau():
+  for key in ("sapo_tau_pos", "sapo_tau_neg"):
+    assert_all_differ([make_cfg(kind="sapo", **{key: t}) for t in (1.0, 1.05, 2.0)])
+
+
+def test_key_entropy_control():
+  # kl_cov acts off-policy only (μ > 1 in training; here old ≠ θ); r = 0.1 picks 4 of 40 tokens.
+  cfgs = [
+    make_cfg(num_iterations=2, entropy_control=c, clip_cov_ratio=0.1, clip_cov_lb=0.0)
+    if c == "clip_cov"
+    else make_cfg(
+      num_iterations=2, entropy_control=c, **({"kl_cov_ratio": 0.1} if c == "kl_cov" else {})
+    )
+    for c in losses.CONTROLS
+  ]
+  assert_all_differ(cfgs)
+
+
+def test_keys_clip_cov():
+  clip_cov = lambda **kw: make_cfg(entropy_control="clip_cov", **kw)
+  assert_all_differ([clip_cov(clip_cov_lb=-10.0, clip_cov_ratio=r) for r in (2e-4, 0.1, 0.3)])
+  # r = 1: every candidate dropped, so the band decides.
+  assert_all_differ([clip_cov(clip_cov_ratio=1.0, clip_cov_lb=b) for b in (1.0, -0.5, 0.2)])
+  assert_all_differ(
+    [clip_cov(clip_cov_ratio=1.0, clip_cov_lb=-10.0, clip_cov_ub=b) for b in (5.0, 0.5, 0.8)]
+  )
+
+
+def test_keys_kl_cov():
+  kl_cov = lambda **kw: make_cfg(entropy_control="kl_cov", num_iterations=2, **kw)
+  assert_all_differ([kl_cov(kl_cov_ratio=r) for r in (2e-4, 0.1, 0.5)])
+  assert_all_differ([kl_cov(kl_cov_ratio=0.1, kl_cov_coef=c) for c in (1.0, 0.1, 3.0)])
 
 
 def test_key_aggregation():
@@ -107,6 +145,8 @@ def test_every_loss_key_is_covered_above():
   covered = {
     "kind", "aggregation", "clip_low", "clip_high", "dual_clip", "kl_coef", "kl_estimator",
     "entropy_coef", "norm_length", "ratio_log_clamp", "num_iterations", "micro_batch_size",
+    "sapo_tau_pos", "sapo_tau_neg", "entropy_control", "clip_cov_ratio", "clip_cov_lb",
+    "clip_cov_ub", "kl_cov_ratio", "kl_cov_coef",
     "num_minibatches",  # flipped in tests/train/test_update_iterations.py (a trainer key)
     "share_prompt",  # flipped in tests/models/test_shared_prompt.py (a trainer key)
     "length_buckets",  # flipped in tests/train/test_update_width.py (the update's width)
@@ -123,14 +163,21 @@ def test_resolve_clip_defaults_and_overrides():
   assert losses.resolve_clip(make_cfg(kind="gspo")) == (3e-4, 4e-4)
   assert losses.resolve_clip(make_cfg(kind="gspo", clip_high=0.3)) == (3e-4, 0.3)
   assert losses.resolve_clip(make_cfg(clip_low=0.0, clip_high=0.0)) == (0.0, 0.0)
-  with pytest.raises(ValueError, match="clip_low"):
-    losses.resolve_clip(make_cfg(clip_low=1.0))
+  assert losses.resolve_clip(make_cfg(clip_low=1.0)) == (1.0, 0.2)  # a floor of 0
+  assert losses.resolve_clip(make_cfg(kind="gmpo", clip_low=1.5)) == (1.5, 0.4)  # log space
+  with pytest.raises(ValueError, match="clip_low"):  # at load ...
+    make_cfg(clip_low=1.5)
+  raw = base_config().loss
+  raw.clip_low = 1.5
+  with pytest.raises(ValueError, match=r"clip_low must be in \[0, 1.0\] for loss.kind = 'grpo'"):
+    losses.resolve_clip(raw)  # ... and in the math, for a config that skipped it
 
 
 @pytest.mark.parametrize(
   "key,value,valid",
   [
-    ("kind", "ppo", "'dapo', 'grpo', 'gspo'"),
+    ("kind", "ppo", "'cispo', 'dapo', 'gmpo', 'grpo', 'gspo', 'sapo'"),
+    ("entropy_control", "cov", "'clip_cov', 'kl_cov', 'none'"),
     ("aggregation", "mean", "'seq_mean_token_mean'"),
     ("kl_estimator", "k4", "'k1', 'k2', 'k3'"),
   ],
@@ -142,7 +189,8 @@ def test_unknown_names_list_the_valid_ones(key, value, valid):
 
 
 def test_registry_names():
-  assert set(losses.LOSS_KINDS) == {"grpo", "dapo", "gspo"}
+  assert set(losses.LOSS_KINDS) == {"grpo", "dapo", "gspo", "cispo", "sapo", "gmpo"}
+  assert set(losses.CONTROLS) == {"none", "clip_cov", "kl_cov"}
   assert set(losses.AGGREGATIONS) == {
     "token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm",
   }  # fmt: skip

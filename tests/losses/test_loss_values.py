@@ -94,6 +94,7 @@ def np_reference(
   out["clip/low_frac"] = low[m].sum() / div
   out["clip/high_frac"] = high[m].sum() / div
   out["clip/dual_frac"] = dualf[m].sum() / div
+  out["entropy/controlled_frac"] = 0.0  # loss.entropy_control = none
   out["ppo_kl"] = sum(-min(max(logp[i, t] - old[i, t], -20), 20) for i, t in zip(*np.nonzero(m)))
   out["ppo_kl"] /= div
   out["ratio/mean"] = rho[m].sum() / div

@@ -2,10 +2,11 @@
 
 import pathlib
 
+import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config, recipes
+from grpo_jax.config import base_config, recipes, views
 from grpo_jax.config import files as config_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -72,3 +73,35 @@ def test_dapo_pieces():
 def test_unknown_recipe_lists_the_valid_ones():
   with pytest.raises(ValueError, match="dapo, grpo, gspo"):
     recipes.apply(base_config(), "ppo")
+
+
+def test_new_loss_pieces_set_the_papers_values():
+  # name, kind, (ε_low, ε_high), aggregation: CISPO (MiniMax-M1, no floor; ScaleRL's cap 5 as
+  # TRL documents it), SAPO (τ 1.0 / 1.05, verl's forced sequence mean), GMPO (±0.4 on log ρ).
+  for piece, kind, eps, agg in [
+    (recipes.cispo_loss, "cispo", (1.0, 4.0), "token_mean"),
+    (recipes.gmpo_loss, "gmpo", (0.4, 0.4), "seq_mean_token_mean"),
+    (recipes.sapo_loss, "sapo", (0.0, 0.0), "seq_mean_token_mean"),
+  ]:
+    cfg = piece(recipes.grpo_loss(base_config()))  # over a piece with a dual clip
+    e = views.of(cfg.loss, "loss")
+    assert (e.kind, e.aggregation, e.dual_clip) == (kind, agg, 0.0)
+    assert losses.resolve_clip(e) == eps
+  assert (e.sapo_tau_pos, e.sapo_tau_neg) == (1.0, 1.05)
+
+
+def test_entropy_control_pieces_are_verls_losses():
+  # The authors' scripts: Clip-Cov at clip_ratio 1 / 1, r = 2e-4 in (1, 5); KL-Cov β = 1 and
+  # no clip (verl's kl_cov loss has none); token_mean; no dual clip in either verl loss.
+  clip = views.of(recipes.clip_cov(recipes.dapo_loss(base_config())).loss, "loss")
+  assert (clip.entropy_control, clip.clip_cov_ratio, clip.clip_cov_lb, clip.clip_cov_ub) == (
+    "clip_cov", 2e-4, 1.0, 5.0,
+  )  # fmt: skip
+  assert losses.resolve_clip(clip) == (1.0, 1.0) and clip.dual_clip == 0.0
+  cfg = recipes.kl_cov(recipes.dapo_loss(base_config()), ratio=2e-3)
+  cfg.loss.num_minibatches = 2
+  kl = views.of(cfg.loss, "loss")
+  assert (kl.entropy_control, kl.kl_cov_ratio, kl.kl_cov_coef, kl.dual_clip) == (
+    "kl_cov", 2e-3, 1.0, 0.0,
+  )  # fmt: skip
+  assert losses.resolve_clip(kl)[0] == 1.0 and 1 + losses.resolve_clip(kl)[1] > np.exp(20.0)
