@@ -9,9 +9,9 @@ With θ_k the parameters at the start of step k:
 * ``off_policy_steps = 1``: batch_0 ~ π_{θ_0}; batch_{k+1} ~ π_{θ_k}, drawn while update k turns
   θ_k into θ_{k+1}. Update k+1 then trains on rows one update stale: the loss's old policy is
   still the trainer's (π_old = π_θ, ratio 1 at μ = 1), and ``loss.rollout_correction``
-  (``grpo_jax.losses.correction``) weighs the tokens by π_old / π_sampler, which now holds the
-  staleness as well as the sampler–trainer numerics. ``rollout/staleness`` logs the gap in
-  updates (0 on the first step, 1 after).
+  (``grpo_jax.losses.correction``; ``auto`` resolves to ``token_tis`` here) weighs the tokens
+  by π_old / π_sampler, which now holds the staleness as well as the sampler–trainer numerics.
+  ``rollout/staleness`` logs the gap in updates (0 on the first step, 1 after).
 
 The sampler reads a copy of θ_k in the sampling layout (the update donates the state, so the
 rollout may not alias its buffers): one more copy of the parameters on the devices.
