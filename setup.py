@@ -57,12 +57,12 @@ setup(
         "gcs": ["gcsfs", "google-cloud-storage"],
         # Weights & Biases tracking (logging.wandb)
         "wandb": ["wandb"],
-        # benchmarks against transformers generate / TRL GRPOTrainer (experiments/bench_*.py)
+        # benchmarks against transformers generate / TRL GRPOTrainer (experiments/benchmarks/)
         "bench": ["trl", "torch==2.13.0"],
-        # Google Tunix's GRPO learner beside ours (experiments/bench_step.py --peer tunix). It
-        # leaves jax, flax and optax as they are but caps safetensors below 0.8, so transformers
-        # resolves to 5.12.1 (5.13 and later need safetensors 0.8): not in one environment with the
-        # vllm extra (transformers >= 5.16.1). Added to an environment that had a newer
+        # Google Tunix's GRPO learner beside ours (python -m experiments.benchmarks.step --peer
+        # tunix). It leaves jax, flax and optax as they are but caps safetensors below 0.8, so
+        # transformers resolves to 5.12.1 (5.13 and later need safetensors 0.8): not in one
+        # environment with the vllm extra (transformers >= 5.16.1). Added to an environment that had a newer
         # transformers, `pip uninstall -y kernels` (transformers 5.12 fails on kernels 0.19).
         "tunix": ["google-tunix==0.1.7"],
         "tpu": ["jax[tpu]", "gcsfs", "google-cloud-storage"],

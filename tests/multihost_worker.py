@@ -14,11 +14,8 @@ import sys
 import jax
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "experiments"))
-
-from grpo_jax import data  # noqa: E402
-from grpo_jax import sharding as shard_lib  # noqa: E402
+from grpo_jax import data
+from grpo_jax import sharding as shard_lib
 
 WORK = {"mesh_rows": 0, "graded_rows": 0}
 
@@ -48,6 +45,6 @@ if __name__ == "__main__":
   data.CountdownTask.rewards = length_parity_rewards
   shard_lib.shard_batch = counted(shard_lib.shard_batch)
   atexit.register(write_work, sys.argv[1:])
-  import launch  # noqa: E402
+  from grpo_jax.runs import launcher
 
-  sys.exit(launch.main(sys.argv[1:]))
+  sys.exit(launcher.main(sys.argv[1:]))

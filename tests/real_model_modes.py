@@ -24,8 +24,6 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "experiments"))
-sys.path.insert(0, str(ROOT / "tests"))
 
 ONE_STAGE = ["--config.strategy.enabled=false", "--config.advantage.baseline=group"]
 PRESAMPLED = [
@@ -85,7 +83,7 @@ SHARDED = ("online",)
 def main(root: str, hf_dir: str, part: str = "") -> int:
   # Compiled programs persist in the suite's cache (``tests/conftest.py``, inherited through
   # the environment): the seven modes' updates take most of the tier's time.
-  import launch
+  from grpo_jax.runs import launcher as launch
 
   root = pathlib.Path(root)
   base = ["--config", str(ROOT / f"configs/smollm2_arithmetic.py:tiny=1,hf_path={hf_dir}")]

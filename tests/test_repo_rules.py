@@ -79,7 +79,7 @@ def test_every_cited_page_is_in_the_repository():
 
 
 def test_scripts_import_the_installed_package():
-  assert script_violations(sorted((ROOT / "experiments").glob("*.py"))) == []
+  assert script_violations(sorted((ROOT / "experiments").rglob("*.py"))) == []
 
 
 # vLLM is a torch program: its engine hands it torch tensors (the optional .[vllm] extra).

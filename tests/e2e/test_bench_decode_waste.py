@@ -1,5 +1,6 @@
-"""experiments/bench_decode_waste.py at toy size: the 2-layer cut of SmolLM2-135M-Instruct on its
-chat prompts, plain sampler against continuous batching, and the simulated long-tailed lengths."""
+"""experiments/benchmarks/decode_waste.py at toy size: the 2-layer cut of SmolLM2-135M-Instruct on
+its chat prompts, plain sampler against continuous batching, and the simulated long-tailed
+lengths."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_bench_decode_waste_counts_steps_as_the_schedule_model(tmp_path, smollm2
   # One device: the slots are one block.
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla_env.flags()}
   proc = subprocess.run(
-    [sys.executable, str(ROOT / "experiments" / "bench_decode_waste.py"), *args],
+    [sys.executable, "-m", "experiments.benchmarks.decode_waste", *args],
+    cwd=ROOT,
     env=env,
     capture_output=True,
     text=True,

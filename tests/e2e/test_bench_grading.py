@@ -1,4 +1,4 @@
-"""experiments/bench_grading.py end to end on the 2-layer cut of the real checkpoint: every
+"""experiments/benchmarks/grading.py end to end on the 2-layer cut of the real checkpoint: every
 workload graded at every pool size, the same rewards whatever the pool size, and the forced
 workloads really reach the worker pool. No time is asserted."""
 
@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 def run_grading(args: list[str], out: pathlib.Path) -> dict:
   proc = subprocess.run(
-    [sys.executable, str(ROOT / "experiments" / "bench_grading.py"), *args, "--json", str(out)],
+    [sys.executable, "-m", "experiments.benchmarks.grading", *args, "--json", str(out)],
+    cwd=ROOT,
     env={**os.environ, "JAX_PLATFORMS": "cpu"},
     capture_output=True,
     text=True,

@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-# A ``trl`` package with the two names bench_step.py uses: its trainer runs ``max_steps`` steps
+# A ``trl`` package with the two names peers/trl.py uses: its trainer runs ``max_steps`` steps
 # that each grade one completion and sleep, between the callbacks' step begin and end.
 STAND_IN_TRL = """
 import time
@@ -50,12 +50,12 @@ class GRPOTrainer:
 """
 
 
-def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False, optimize=False) -> dict:
-  """The JSON of ``experiments/<script>`` run with ``args``, with the suite's compilation cache:
-  the scripts' compile counter (``bench_common.CompileCounter``) counts a program read back from
-  it as one compilation too (jax fires its backend-compile event around the cache lookup).
-  ``optimize``: with XLA's optimisation passes (``xla_env.flags``). A script leaves none of its
-  scratch directories in its temporary directory."""
+def run_bench(module: str, args: list[str], tmp_path, stand_in_trl=False, optimize=False) -> dict:
+  """The JSON of ``python -m experiments.benchmarks.<module>`` run with ``args``, with the suite's
+  compilation cache: the scripts' compile counter (``common.CompileCounter``) counts a program
+  read back from it as one compilation too (jax fires its backend-compile event around the cache
+  lookup). ``optimize``: with XLA's optimisation passes (``xla_env.flags``). A script leaves none
+  of its scratch directories in its temporary directory."""
   out, tmp = tmp_path / "out.json", tmp_path / "tmp"
   tmp.mkdir()
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
@@ -67,7 +67,7 @@ def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False, optimi
   # Without the tests' 8 simulated devices: the scripts run as typed on one.
   env["XLA_FLAGS"] = xla_env.flags(optimize=optimize)
   proc = subprocess.run(
-    [sys.executable, str(ROOT / "experiments" / script), *args, "--json", str(out)],
+    [sys.executable, "-m", f"experiments.benchmarks.{module}", *args, "--json", str(out)],
     cwd=ROOT,
     env=env,
     capture_output=True,
@@ -83,7 +83,7 @@ def run_bench(script: str, args: list[str], tmp_path, stand_in_trl=False, optimi
 
 def test_bench_step_reports_breakdown_bound_and_no_recompiles(tmp_path):
   res = run_bench(
-    "bench_step.py",
+    "step",
     ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "3",
      "--trl_steps", "2", "--trl_micro_batch_sizes", "0", "--micro_batch_size", "4", "--bound"],
     tmp_path,
@@ -110,7 +110,7 @@ def test_bench_step_interleaves_with_trl_on_two_devices(tmp_path):
   """Our steps interleaved with a stand-in TRL's (two settings of two steps each), with one
   device per core (8 rows, chunks of 2: 4 parts per device, the gradient reduced once)."""
   res = run_bench(
-    "bench_step.py",
+    "step",
     ["--sizes", "tiny", "--prompts", "2", "--group", "4", "--new_tokens", "8", "--steps", "2",
      "--trl_steps", "2", "--trl_micro_batch_sizes", "0,4", "--micro_batch_size", "2",
      "--cpu_devices", "2"],
@@ -135,7 +135,7 @@ def test_bench_step_interleaves_with_trl_on_two_devices(tmp_path):
 
 def test_bench_sampler_counts_every_token(tmp_path):
   res = run_bench(
-    "bench_sampler.py",
+    "sampler",
     ["--sizes", "tiny", "--batches", "4", "--new_tokens", "16", "--reps", "1",
      "--growth_sizes", "tiny", "--growth_batch", "2", "--growth_max", "128"],
     tmp_path,
@@ -150,7 +150,7 @@ def test_bench_sampler_counts_every_token(tmp_path):
 
 def test_bench_decode_bound_bounds(tmp_path):
   res = run_bench(
-    "bench_decode_bound.py",
+    "decode_bound",
     ["--sizes", "tiny", "--batch", "8", "--cpu_devices", "2", "--step_rows", "8",
      "--step_new_tokens", "8", "--micro_batch_size", "4", "--step_group", "4"],
     tmp_path,
@@ -171,7 +171,7 @@ def test_bench_decode_bound_bounds(tmp_path):
 
 def test_bench_logps_paths_agree(tmp_path):
   res = run_bench(
-    "bench_logps.py",
+    "logps",
     ["--vocab", "500", "--hidden", "64", "--rows", "2", "--length", "8", "--vocab_chunk", "128",
      "--reps", "1"],
     tmp_path,
@@ -191,15 +191,15 @@ def test_bench_update_width_cuts_to_the_longest_completion(tmp_path):
   from safetensors.numpy import load_file, save_file
 
   env = {**os.environ, "GRPO_BENCH_DIR": str(tmp_path / "ckpt")}
-  write = "import bench_common; bench_common.checkpoint('tiny')"
-  subprocess.run([sys.executable, "-c", write], cwd=ROOT / "experiments", env=env, check=True)
+  write = "from experiments.benchmarks import common; common.checkpoint('tiny')"
+  subprocess.run([sys.executable, "-c", write], cwd=ROOT, env=env, check=True)
   model = tmp_path / "short"
   shutil.copytree(tmp_path / "ckpt" / "tiny", model)
   weights = load_file(model / "model.safetensors")
   weights["model.embed_tokens.weight"][1] *= -40.0  # t1 = EOS
   save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
   res = run_bench(
-    "bench_update_width.py",
+    "update_width",
     ["--model", str(model), "--prompts", "2", "--group", "4", "--new_tokens", "16",
      "--buckets", "4", "--micro_batch_size", "4", "--reps", "2", "--warmstart_steps", "0,1",
      "--pack_widths", "0,256"],
@@ -230,7 +230,7 @@ def test_bench_accelerator_toy_reports_every_section(tmp_path):
   roofline and transformers (forced onto the CPU), the update's MFU, padded against packed,
   the RL loop on-policy against overlap, the goals."""
   res = run_bench(
-    "bench_accelerator.py",
+    "accelerator",
     ["--toy", "--hf", "cpu", "--models", "toy-a", "--batches", "2,4", "--reps", "1"],
     tmp_path,
   )
@@ -277,7 +277,7 @@ def test_bench_accelerator_toy_reports_every_section(tmp_path):
 
 def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
   res = run_bench(
-    "bench_accelerator.py",
+    "accelerator",
     ["--toy", "--hf", "off", "--models", "toy-a", "--batches", "2,4", "--budget_s", "0.5"],
     tmp_path,
   )
@@ -301,7 +301,7 @@ def test_bench_sampler_real_model_on_chat_prompts(tmp_path, two_layer_dir):
   """``--model DIR``: the arithmetic task's chat prompts (80 left-padded slots), every row to T,
   both sides; the bound row beside it."""
   res = run_bench(
-    "bench_sampler.py",
+    "sampler",
     ["--model", two_layer_dir, "--batches", "2", "--new_tokens", "3,4", "--reps", "1",
      "--growth_sizes", "", "--bound"],
     tmp_path,
@@ -320,7 +320,7 @@ def test_bench_step_real_model_with_kl(tmp_path, two_layer_dir):
   """``--model DIR --kl_coef 0.04``: our step on the chat prompts with a reference model, one
   (stand-in) TRL step after it, and no recompilation."""
   res = run_bench(
-    "bench_step.py",
+    "step",
     ["--model", two_layer_dir, "--prompts", "2", "--group", "2", "--new_tokens", "4",
      "--steps", "2", "--trl_steps", "1", "--trl_micro_batch_sizes", "0",
      "--micro_batch_size", "2", "--kl_coef", "0.04"],
@@ -342,7 +342,7 @@ def test_bench_step_beside_tunix_shipped_and_patched(tmp_path, two_layer_dir):
   two ``<|im_end|>`` (its pad id) of every chat prompt, the patched none."""
   pytest.importorskip("tunix")
   res = run_bench(
-    "bench_step.py",
+    "step",
     ["--model", two_layer_dir, "--peer", "tunix", "--kl_coefs", "0.04", "--prompts", "2",
      "--group", "2", "--new_tokens", "4", "--micro_batch_size", "2", "--tunix_steps", "2"],
     tmp_path,
@@ -369,7 +369,7 @@ def test_bench_overlap_runs_both_modes_on_the_real_model_cut(tmp_path, smollm2_2
   small = ["sampling.prompts_per_step=2", "sampling.group_size=4", "sampling.max_new_tokens=8"]
   args = ["--model", str(smollm2_2layer_dir), "--devices", "2", "--steps", "3", "--overrides"]
   over = args + small + ["loss.micro_batch_size=0", "data.train_limit=64"]
-  out = run_bench("bench_overlap.py", over, tmp_path, optimize=True)
+  out = run_bench("overlap", over, tmp_path, optimize=True)
   on, off = out["rows"]
   assert (on["rollout.off_policy_steps"], off["rollout.off_policy_steps"]) == (0, 1)
   assert on["rollout/staleness"] == 0 and off["rollout/staleness"] == 1  # the steady steps

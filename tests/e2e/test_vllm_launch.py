@@ -2,7 +2,7 @@
 (cut to 2 decoder layers: its real tokenizer, embeddings and chat template): vLLM draws the
 rollouts, the updated weights are pushed in memory before each step, the trainer recomputes the
 log-probs and the correction (``auto`` → ``token_tis``) weighs the mismatch (the same runs on
-our sampler, which log no push, are the real-model tier's). ``experiments/bench_engine.py`` at
+our sampler, which log no push, are the real-model tier's). ``experiments/benchmarks/engine.py`` at
 toy size."""
 
 import importlib.util
@@ -62,14 +62,14 @@ def test_two_rl_steps_on_vllm_through_the_launcher(smollm2_2layer_dir, launcher_
 
 
 def test_bench_engine_compares_the_engines(smollm2_2layer_dir, tmp_path):
-  """``experiments/bench_engine.py`` at toy size: both engines timed on the same prompts, the
+  """``experiments/benchmarks/engine.py`` at toy size: both engines timed on the same prompts, the
   push timed, greedy rows compared (the cut model in float32: every row equal)."""
   out = tmp_path / "out.json"
   args = ["--model", str(smollm2_2layer_dir), "--prompts", "2", "--group", "2"]
   args += ["--new_tokens", "4", "--reps", "1", "--pushes", "1", "--json", str(out)]
   env = dict(os.environ, JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1", XLA_FLAGS=xla_env.flags())
   proc = subprocess.run(
-    [sys.executable, "experiments/bench_engine.py", *args],
+    [sys.executable, "-m", "experiments.benchmarks.engine", *args],
     cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
   )  # fmt: skip
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,5 +1,5 @@
-"""Shared pieces of ``bench_accelerator.py`` and its two parts (``accel_update.py``,
-``accel_generate.py``): the model shapes, the time budget, the device's measured ceilings and
+"""Shared pieces of ``accelerator.py`` and its two parts (``accel/update.py``,
+``accel/generate.py``): the model shapes, the time budget, the device's measured ceilings and
 the memory check."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import bench_common as bc
 import jax
 import jax.numpy as jnp
 
+from experiments.benchmarks import common as bc
 from grpo_jax import models
 
 MIXED = {"dtype": "bfloat16", "param_dtype": "float32"}

@@ -2,15 +2,15 @@
 this process, through the same ``RolloutEngine.generate`` call, on SmolLM2-135M-Instruct.
 
 Same weights (ours, pushed into vLLM in memory), same work: B arithmetic chat prompts
-(``bench_common.chat_prompts``, 80 prompt slots) × G samples, T new tokens at temperature 1,
+(``common.chat_prompts``, 80 prompt slots) × G samples, T new tokens at temperature 1,
 stopping on the task's end token. Timed interleaved (ours, vLLM, ours …), best of ``--reps``
 after one warm-up call each (our compile and vLLM's start are reported apart). Reports sampled
 tokens/s of each (the tokens the rows kept, which differ between engines: their draws differ),
 the ratio, the push time (median of ``--pushes`` pushes of the same tree) and greedy agreement
 (rows whose T greedy tokens are equal).
 
-  python experiments/bench_engine.py                       # B 8 x G 8, T 64, ~3 min
-  python experiments/bench_engine.py --dtype bfloat16 --prompts 8 --group 8 --new_tokens 128
+  python -m experiments.benchmarks.engine                       # B 8 x G 8, T 64, ~3 min
+  python -m experiments.benchmarks.engine --dtype bfloat16 --prompts 8 --group 8 --new_tokens 128
 
 Needs the ``.[vllm]`` extra (docs/scaling.md).
 """
@@ -23,10 +23,10 @@ import statistics
 import time
 import types
 
-import bench_common as bc
 import jax
 import numpy as np
 
+from experiments.benchmarks import common as bc
 from grpo_jax import models
 from grpo_jax.sampling.engine import JaxEngine, generate_with
 from grpo_jax.sampling.policy import Policy, SampleSettings

@@ -1,9 +1,9 @@
-"""The transformers section of ``bench_accelerator.py``: ``generate`` of a random-init bf16
+"""The transformers section of ``accelerator.py``: ``generate`` of a random-init bf16
 ``Qwen3ForCausalLM`` of each shape (``models.to_hf_config``), ``min_new_tokens =
 max_new_tokens``, sampling at T = 1. It runs as its own process (JAX on the CPU there) before
 the benchmark's JAX takes the device's memory:
 
-  python experiments/accel_generate.py SPEC_JSON --json OUT   # what ``run_hf`` starts
+  python -m experiments.benchmarks.accel.generate SPEC_JSON --json OUT   # what ``run_hf`` starts
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ import argparse
 import gc
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
 import time
 
-from accel_common import MODELS, Budget, error_text, fits, kv_slot_bytes
-
+from experiments.benchmarks.accel.device import MODELS, Budget, error_text, fits, kv_slot_bytes
 from grpo_jax import models
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]  # where ``-m`` finds ``experiments``
 
 
 def hf_child(spec: dict, path: str) -> dict:
@@ -104,9 +106,10 @@ def run_hf(spec: dict, budget: Budget) -> dict:
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "hf.json")
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    cmd = [sys.executable, __file__, json.dumps(spec), "--json", out]
+    cmd = [sys.executable, "-m", "experiments.benchmarks.accel.generate", json.dumps(spec)]
+    cmd += ["--json", out]
     try:
-      proc = subprocess.run(cmd, env=env, timeout=spec["budget_s"] + 60, text=True)
+      proc = subprocess.run(cmd, env=env, timeout=spec["budget_s"] + 60, text=True, cwd=ROOT)
     except subprocess.TimeoutExpired:
       budget.skip("generate", "the transformers subprocess ran past its budget")
       proc = None

@@ -1,7 +1,7 @@
 """Step time on-policy against one-step off-policy overlap (``rollout.off_policy_steps``).
 
-  python3 experiments/bench_overlap.py --devices 2 --steps 6
-  python3 experiments/bench_overlap.py --model real --devices 2 --steps 6 --overrides \
+  python -m experiments.benchmarks.overlap --devices 2 --steps 6
+  python -m experiments.benchmarks.overlap --model real --devices 2 --steps 6 --overrides \
       sampling.max_new_tokens=64
 
 Runs ``configs/smollm2_arithmetic.py`` (SmolLM2-135M-Instruct, B 8 × G 8, the warm start, the
@@ -21,10 +21,11 @@ import pathlib
 import sys
 import tempfile
 
-import bench_common as bc
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.benchmarks import common as bc
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 KEYS = ("time/step_s", "time/rollout_s", "time/rollout_wait_s", "time/update_s")
 STALENESS = "rollout/staleness"
 

@@ -1,4 +1,4 @@
-"""The update sections of ``bench_accelerator.py``: one jitted ``train.update`` step of the
+"""The update sections of ``accelerator.py``: one jitted ``train.update`` step of the
 library at a model's shape (bf16 compute over float32 masters, μ = 1, no KL, each group's prompt
 once, every decoder layer rematerialised, vocabulary-chunked log-probs) and its MFU against the
 measured bf16 matmul rate; then the same step on completions of mixed lengths, padded and packed
@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import bench_common as bc
 import jax
 import numpy as np
-from accel_common import MODELS
 
+from experiments.benchmarks import common as bc
+from experiments.benchmarks.accel.device import MODELS
 from grpo_jax import models
 
 

@@ -1,8 +1,8 @@
-"""The ``overlap`` section of ``bench_accelerator.py``: the RL loop on-policy against one-step
+"""The ``overlap`` section of ``accelerator.py``: the RL loop on-policy against one-step
 off-policy overlap (``rollout.off_policy_steps = 1``: the next batch is sampled in a host thread,
 by the parameters before the update, while the update runs on the same device).
 
-Both runs go through ``bench_overlap.run`` (the loop, its step-time medians after the first two
+Both runs go through ``overlap.run`` (the loop, its step-time medians after the first two
 steps) with ``configs/tiny_test.py``'s task and the decoder at a shape of ``MODELS`` (random
 weights, bf16 compute over float32 masters, every layer rematerialised). The task's tokenizer
 is character-level while the vocabulary is the model's: most sampled ids are no character and
@@ -18,10 +18,10 @@ import pathlib
 import shutil
 import tempfile
 
-import bench_overlap
-from accel_common import MODELS
+from experiments.benchmarks import overlap as bench_overlap
+from experiments.benchmarks.accel.device import MODELS
 
-TINY = str(pathlib.Path(__file__).resolve().parents[1] / "configs/tiny_test.py")
+TINY = str(pathlib.Path(__file__).resolve().parents[3] / "configs/tiny_test.py")
 # The fields of the ``model`` config group that give a random init the shape of a MODELS entry
 # (``ModelConfig.from_config`` reads exactly these; the Qwen3 shapes need no other).
 SHAPE = (

@@ -17,8 +17,8 @@ those of ``--reward``: by default 1 for completions of even length, since the in
 almost no answer before a warm start (and a group of equal rewards has no gradient); the time of an
 update does not depend on them.
 
-  flock /tmp/grpo_heavy.lock python experiments/bench_update_width.py     # real model, ~12 min
-  python experiments/bench_update_width.py --model tiny --prompts 2 --group 4 --new_tokens 8 \
+  flock /tmp/grpo_heavy.lock python -m experiments.benchmarks.update_width     # real model, ~12 min
+  python -m experiments.benchmarks.update_width --model tiny --prompts 2 --group 4 --new_tokens 8 \
     --warmstart_steps 0
 """
 
@@ -30,11 +30,11 @@ import json
 import pathlib
 import time
 
-import bench_common as bc
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.benchmarks import common as bc
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.config import views
@@ -46,7 +46,7 @@ from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
 from grpo_jax.train.warmstart import warm_start
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def bench_config(args, path: str, warmstart_steps: int = 0):

@@ -10,8 +10,8 @@ parameters of a one-layer Qwen3 model with untied embeddings and the given vocab
 the two V×D parameter gradients); both are compiled side by side and timed interleaved, best
 of ``--reps``, and their gradients compared.
 
-  python experiments/bench_logps.py                         # V = 151,936, D = 1,024, 2 × 64
-  python experiments/bench_logps.py --vocab 4096 --hidden 512 --rows 8 --length 96
+  python -m experiments.benchmarks.logps                         # V = 151,936, D = 1,024, 2 × 64
+  python -m experiments.benchmarks.logps --vocab 4096 --hidden 512 --rows 8 --length 96
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 
-import bench_common as bc
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.benchmarks import common as bc
 from grpo_jax import models
 from grpo_jax.models.chunked_logps import chunked_token_logps
 

@@ -1,6 +1,6 @@
 """grpo_jax's sampler against Hugging Face transformers ``generate`` on the same local checkpoints.
 
-Same weights (a random Qwen3-architecture HF checkpoint, see ``bench_common``), same work: B
+Same weights (a random Qwen3-architecture HF checkpoint, see ``common``), same work: B
 left-aligned prompts of P = 32 random tokens, T new tokens each, temperature 1.0, no top-k /
 top-p, no early stop (our eos id is one no token equals; ``generate`` gets ``min_new_tokens =
 T``). Each configuration is timed interleaved (HF, ours, HF, ours …), best of ``--reps``, after
@@ -8,18 +8,18 @@ one warm-up call each (``generate``: 4 tokens; our compile is reported separatel
 generated tokens/s (B·T / time) for both, the ratio, and the share of the matmul ceiling
 measured first in the same run. ``--model real`` (or a HF directory) compares on
 SmolLM2-135M-Instruct instead, with its own tokenizer and the arithmetic task's chat prompts
-(``bench_common.chat_prompts``: left-padded to the config's 80 prompt slots, as the library's
+(``common.chat_prompts``: left-padded to the config's 80 prompt slots, as the library's
 sampler takes them; ``generate`` gets the same ids and attention mask), at every B of
 ``--batches`` and T of ``--new_tokens``; ``--bound`` adds this machine's bound on such a run
-(``bench_decode_bound.sampling_bound``: the model's GEMMs at M = B rows, the KV read, the
+(``decode_bound.sampling_bound``: the model's GEMMs at M = B rows, the KV read, the
 prefill at the ceiling). Then the growth table: our time vs T (128 → 1024) at fixed
 B, and ``generate``'s (``--growth_hf``) — linear in T means the per-token cost does not grow
 with the cache.
 
-  python experiments/bench_sampler.py                      # tiny+small, B 16/64, ~4 min
-  python experiments/bench_sampler.py --sizes small --batches 64 --reps 5
-  python experiments/bench_sampler.py --growth_sizes tiny,small --growth_max 2048
-  python experiments/bench_sampler.py --model real --batches 32,64 --new_tokens 64,256 \
+  python -m experiments.benchmarks.sampler                      # tiny+small, B 16/64, ~4 min
+  python -m experiments.benchmarks.sampler --sizes small --batches 64 --reps 5
+  python -m experiments.benchmarks.sampler --growth_sizes tiny,small --growth_max 2048
+  python -m experiments.benchmarks.sampler --model real --batches 32,64 --new_tokens 64,256 \
     --growth_sizes '' --bound    # SmolLM2-135M; B 64 T 64 alone ~6 min
 
 Needs torch + transformers (``pip install -e .[bench]``); grpo_jax itself never imports torch.
@@ -32,11 +32,11 @@ import json
 import os
 import time
 
-import bench_common as bc
-import bench_decode_bound as bound_lib
 import jax
 import numpy as np
 
+from experiments.benchmarks import common as bc
+from experiments.benchmarks import decode_bound as bound_lib
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
 

@@ -19,9 +19,9 @@ graded per second per workload and worker count (best of ``--reps``; pool start-
 reported). Grading runs between sampling and the update, so it stays off the step's critical
 path only while graded/s ≫ sampled/s.
 
-  python experiments/bench_grading.py                     # 1,000 completions, ~4 min on 2 cores
-  python experiments/bench_grading.py --workers 1,2,4 --json /tmp/grading.json
-  python experiments/bench_grading.py --keep /tmp/completions.jsonl   # sample once, regrade later
+  python -m experiments.benchmarks.grading              # 1,000 completions, ~4 min on 2 cores
+  python -m experiments.benchmarks.grading --workers 1,2,4 --json /tmp/grading.json
+  python -m experiments.benchmarks.grading --keep /tmp/completions.jsonl  # sample, regrade later
 
 ``--keep PATH`` writes the sampled completions (with their golds and the sampling rate) to PATH,
 or, when PATH exists, grades those instead of sampling again: pool scaling measured on a quiet

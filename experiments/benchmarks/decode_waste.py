@@ -16,8 +16,8 @@ Two parts in one run; each prints a Markdown table, ``--json PATH`` writes every
              the samplers' schedules, checked against the jitted loops by
              tests/sampling/test_continuous.py), over ``--sim_draws`` draws.
 
-  JAX_PLATFORMS=cpu python experiments/bench_decode_waste.py                    # ~10 min
-  JAX_PLATFORMS=cpu python experiments/bench_decode_waste.py --new_tokens 64 --slots 16
+  JAX_PLATFORMS=cpu python -m experiments.benchmarks.decode_waste                    # ~10 min
+  JAX_PLATFORMS=cpu python -m experiments.benchmarks.decode_waste --new_tokens 64 --slots 16
 """
 
 from __future__ import annotations
@@ -29,16 +29,16 @@ import pathlib
 import sys
 import time
 
-import bench_common as bc
 import jax
 import numpy as np
 
+from experiments.benchmarks import common as bc
 from grpo_jax import data, models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.sampling import Policy, SampleSettings, generate, waste
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_HF = pathlib.Path(os.path.expanduser("~/.cache/grpo_jax/smollm2-135m-instruct-hf"))
 
 

@@ -38,7 +38,7 @@ SIZES = {
 }
 PAD_ID, EOS_ID = 0, 1
 CKPT_ROOT = pathlib.Path(os.environ.get("GRPO_BENCH_DIR", "/tmp/grpo_jax_bench"))
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def model_dir(name: str) -> str:

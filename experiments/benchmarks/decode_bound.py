@@ -12,23 +12,23 @@ both in isolation, in the same process, next to the machine's matmul ceiling:
   bytes a step must read (weights + the KV cache at the mean context of a 32 + 128 run).
 * ``sampler_tok_s_bound``: B / (GEMM chain + reading the KV cache at that bandwidth + the
   prefill's FLOPs at the ceiling, spread over the T steps): what a sampling run of
-  ``bench_sampler.py`` could reach if attention cost only its cache read and nothing else
+  ``sampler.py`` could reach if attention cost only its cache read and nothing else
   (norms, RoPE, softmax, the draw) cost anything.
 * ``update_gemms_s``: the update's GEMMs alone — ``jax.grad`` of every projection and of the
   completion positions' unembedding at the update's shapes, accumulated over chunks of
   ``--micro_batch_size`` rows with the library's ``train.microbatch.accumulate_grads``; no
   attention, norms, RoPE, SiLU or optimizer.
-* ``step_bound_s`` (``rl_step_bound``): one RL step of ``bench_step.py`` at best: T decode
+* ``step_bound_s`` (``rl_step_bound``): one RL step of ``step.py`` at best: T decode
   steps of the GEMM chain, each reading the KV cache once, the prefill at the ceiling, and the
   update's GEMMs; each group's prompt (``--step_group`` rows) runs once in the prefill and in
-  the update, as the library does. ``bench_step.py --bound`` measures it in the same run as
+  the update, as the library does. ``step.py --bound`` measures it in the same run as
   TRL's step.
 
 The GEMM chains split their rows over the library's mesh, so with ``--cpu_devices 2`` each
 core runs its half, as the sampler and the update do with one device per core.
 
-  python experiments/bench_decode_bound.py                    # tiny + small, B 64, ~1 min
-  python experiments/bench_decode_bound.py --cpu_devices 2    # one device per core
+  python -m experiments.benchmarks.decode_bound                    # tiny + small, B 64, ~1 min
+  python -m experiments.benchmarks.decode_bound --cpu_devices 2    # one device per core
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ import argparse
 import functools
 import json
 
-import bench_common as bc
 import jax
 import jax.numpy as jnp
 
+from experiments.benchmarks import common as bc
 from grpo_jax import sharding as shard_lib
 from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.train import microbatch

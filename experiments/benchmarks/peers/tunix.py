@@ -1,10 +1,11 @@
-"""Google Tunix's GRPO learner (``google-tunix``, the ``tunix`` extra) on ``bench_step.py``'s work.
+"""Google Tunix's GRPO learner (``google-tunix``, the ``tunix`` extra) on ``step.py``'s work.
 
-``bench_step.py --peer tunix`` calls ``run`` once per variant and β. Each run is a child process
-(this file as a script), so that nothing traced under one variant (Tunix's module-level jitted
-log-prob pass, say) is reused by another. The child builds Tunix's Llama 3 model from the
-checkpoint's safetensors, an ``RLCluster`` (actor, rollout and reference on one CPU mesh, the
-vanilla rollout engine) and a ``GRPOLearner``, and runs ``learner.train`` for ``steps`` steps.
+``python -m experiments.benchmarks.step --peer tunix`` calls ``run`` once per variant and β. Each
+run is a child process (this module, run with ``-m``), so that nothing traced under one variant
+(Tunix's module-level jitted log-prob pass, say) is reused by another. The child builds Tunix's
+Llama 3 model from the checkpoint's safetensors, an ``RLCluster`` (actor, rollout and reference on
+one CPU mesh, the vanilla rollout engine) and a ``GRPOLearner``, and runs ``learner.train`` for
+``steps`` steps.
 After each step it prints the step's times and waits while the parent runs one of our steps, so
 both sides sample the same minutes of a machine whose speed drifts.
 
@@ -52,7 +53,7 @@ import time
 
 import numpy as np
 
-HERE = pathlib.Path(__file__).resolve().parent
+ROOT = pathlib.Path(__file__).resolve().parents[3]  # where ``-m`` finds ``experiments``
 TAG = "TUNIX "  # the child's report lines on stdout; the rest of its output is Tunix's own
 
 
@@ -65,9 +66,10 @@ def differences() -> list[str]:
 def run(model_dir: str, variant: str, work: dict, micro: int, steps: int, between=None) -> dict:
   """One child run of ``variant`` (shipped | patched) on ``work`` (B, G, P, T, kl_coef); after
   each of its steps ``between()`` (one of our steps) runs and its ``total_s`` is kept."""
-  args = [sys.executable, str(HERE / "peer_tunix.py"), "--model", model_dir, "--variant", variant]
+  args = [sys.executable, "-m", "experiments.benchmarks.peers.tunix", "--model", model_dir]
+  args += ["--variant", variant]
   args += ["--micro", str(micro), "--steps", str(steps), "--work", json.dumps(work)]
-  child = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  child = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
   steps_out, ours_after, summary = [], [], None
   for line in child.stdout:
     if not line.startswith(TAG):
@@ -141,16 +143,16 @@ def logit_gap(model, model_dir: str, prompts_BxP, mask_BxP) -> float:
 def learner_of(model_dir, cfg, mesh, actor, reference, work: dict, P: int, micro: int, steps: int):
   """Tunix's ``RLCluster`` (actor, rollout and ``reference``, None at β = 0, on one CPU
   ``mesh``) and ``GRPOLearner`` for ``work``."""
-  import bench_step
   import transformers
   from tunix.rl import rl_cluster as rl
   from tunix.rl.grpo import grpo_learner
   from tunix.rl.rollout import base_rollout
 
+  from experiments.benchmarks import workload
   from grpo_jax.train.optimizer import make_optimizer
 
   B, G, T, beta = work["B"], work["G"], work["T"], work["kl_coef"]
-  optimizer = make_optimizer(bench_step.bench_config(B, G, T, 0, beta).optimizer)
+  optimizer = make_optimizer(workload.bench_config(B, G, T, 0, beta).optimizer)
   training = rl.RLTrainingConfig(
     actor_optimizer=optimizer,
     eval_every_n_steps=10**9,
@@ -179,24 +181,25 @@ def learner_of(model_dir, cfg, mesh, actor, reference, work: dict, P: int, micro
   )
   algo = grpo_learner.GRPOConfig(num_generations=G, num_iterations=1, beta=beta, epsilon=0.2,
                                  loss_agg_mode="token-mean", kl_loss_mode="low_var_kl")  # fmt: skip
-  reward = lambda prompts, completions, **kw: [bench_step.reward_of(c) for c in completions]
+  reward = lambda prompts, completions, **kw: [workload.reward_of(c) for c in completions]
   learner = grpo_learner.GRPOLearner(rl_cluster=cluster, algo_config=algo, reward_fns=reward)
   return cluster, learner
 
 
 def child(model_dir: str, variant: str, work: dict, micro: int, steps: int) -> None:
-  import bench_step
   import jax
   import jax.numpy as jnp
   from flax import nnx
   from tunix.models.llama3 import params as llama3_params
+
+  from experiments.benchmarks import workload
 
   B, G = work["B"], work["G"]
   hf = json.loads((pathlib.Path(model_dir) / "config.json").read_text())
   cfg = tunix_config(hf)
   if variant == "patched":
     patch(cfg.rope_theta, cfg.vocab_size)
-  prompts = bench_step.prompts_of(model_dir, B, work["P"])
+  prompts = workload.prompts_of(model_dir, B, work["P"])
   P = prompts["prompts_BxP"].shape[1]
   mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"))
   load = lambda: llama3_params.create_model_from_safe_tensors(model_dir, cfg, mesh, jnp.float32)
@@ -256,7 +259,7 @@ def child(model_dir: str, variant: str, work: dict, micro: int, steps: int) -> N
 
 
 def main():
-  ap = argparse.ArgumentParser(description="one Tunix GRPO run (a child of bench_step.py)")
+  ap = argparse.ArgumentParser(description="one Tunix GRPO run (a child of benchmarks.step)")
   ap.add_argument("--model", required=True)
   ap.add_argument("--variant", choices=("shipped", "patched"), required=True)
   ap.add_argument("--work", required=True, help="JSON: B, G, P, T, kl_coef")
