@@ -1,6 +1,6 @@
 """Rollout correction with verl's semantics (METHODS §8; verl
 ``verl/trainer/ppo/rollout_corr_helper.py`` and the presets of its ``RolloutCorrectionConfig``,
-``verl/trainer/config/algorithm.py``, documented in verl's ``docs/algo/rollout_corr.md``).
+``verl/trainer/config/algorithm.py``, documented on verl's page ``rollout_corr.md``).
 
 The sampler's log-probs differ from the trainer's (a bf16 sampler, another engine, parameters
 one update stale), so the batch is off-policy by the per-token ratio
