@@ -39,8 +39,6 @@ from grpo_jax.config.fields import ConfigError
 from grpo_jax.rundir import names
 from grpo_jax.rundir import read as read_files
 
-CONFIG_JSON = names.CONFIG
-
 RESUMABLE = (
   "steps",
   "checkpoint.*",
@@ -116,7 +114,7 @@ def read(workdir) -> dict | None:
   recorded under keys since replaced (``grpo_jax.config.legacy``) resumes as before."""
   saved = read_files.config(workdir)
   if saved and isinstance(saved.get("config"), dict):
-    where = f"{epath.Path(workdir) / CONFIG_JSON}"
+    where = f"{epath.Path(workdir) / names.CONFIG}"
     saved = {**saved, "config": legacy.upgrade(saved["config"], where)}
   return saved
 
@@ -174,7 +172,6 @@ def record(
 
 
 __all__ = [
-  "CONFIG_JSON",
   "ConfigChanged",
   "RESUMABLE",
   "changed_keys",

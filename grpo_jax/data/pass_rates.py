@@ -18,10 +18,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from grpo_jax.rundir import names, tables
-
-PROFILE_DIR = names.PROFILE
-PASS_RATES = names.PASS_RATES
+from grpo_jax.rundir import tables
 
 
 def informative_prob(p, group_size: int):
@@ -110,8 +107,6 @@ def level_table(rows: list[dict], group_size: int, band: tuple[float, float] | N
 
 
 __all__ = [
-  "PASS_RATES",
-  "PROFILE_DIR",
   "band_counts",
   "band_ids",
   "informative_prob",

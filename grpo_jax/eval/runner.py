@@ -1,6 +1,6 @@
 """Held-out evaluation: n samples per problem, graded, summarised as pass@k with CIs (METHODS §6).
 
-ONE loop for every rollout kind (``grpo_jax.rollout.one_stage.ROLLOUTS``): problems are processed
+ONE loop for every rollout kind (``grpo_jax.rollout.registry.ROLLOUTS``): problems are processed
 in fixed-size chunks (the last one padded and trimmed) so every chunk hits the same compiled
 sampler; the kind supplies the "sample and grade a chunk" step (``eval_sample``: one-stage, or
 two-stage with fresh previews for ``eval.with_strategy``). Besides the summary,
@@ -15,6 +15,7 @@ import json
 
 import jax
 import numpy as np
+from tqdm.auto import tqdm
 
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval import passk
@@ -27,11 +28,11 @@ class EvalLoop:
   """n = ``num_samples`` samples per problem from ``rollout.eval_sample``, ``chunk_problems``
   problems per sampler call; pass@k for the ``ks`` that are <= n."""
 
-  rollout: object  # a rollout kind (``grpo_jax.rollout.one_stage``)
+  rollout: object  # a rollout kind (``grpo_jax.rollout.registry.ROLLOUTS``)
   num_samples: int
   chunk_problems: int
   ks: tuple[int, ...] = (1,)
-  progress: bool = True
+  progress: bool = True  # a bar per call; False on processes other than 0 (train.console)
 
   @classmethod
   def from_config(cls, rollout, eval_cfg, chunk_problems: int, progress: bool = True):
@@ -47,7 +48,7 @@ class EvalLoop:
     n, size = self.num_samples, self.chunk_problems
     correct, lengths, truncated, texts = [], [], [], []
     starts = range(0, len(problems), size)
-    bar = distributed.progress_bar(starts, self.progress, desc=desc, leave=False)
+    bar = tqdm(starts, disable=not self.progress, desc=desc, leave=False)
     p0, p1 = distributed.problem_share(policy.mesh, size, n)
     for i, start in enumerate(bar):
       chunk = list(problems[start : start + size])

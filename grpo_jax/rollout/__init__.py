@@ -3,7 +3,8 @@
   protocols.py         ``Task`` (what a rollout needs from a task) and ``Rollout``
   batch.py             ``RolloutBatch``: the host-side N-row batch every rollout returns, and
                        ``UpdateBatch``, the arrays the jitted update reads
-  one_stage.py         ``ROLLOUTS`` by name and the one-stage (plain GRPO) rollout
+  registry.py          ``ROLLOUTS``: the rollout kinds by name, and the run's kind
+  one_stage.py         the one-stage (plain GRPO) rollout
   two_stage.py         the two-stage rollout of the strategy method (``grpo_jax.strategy``)
   dynamic_sampling.py  DAPO's dynamic sampling and overlong shaping around any rollout
 

@@ -2,7 +2,7 @@
 rollout metrics as fields beside them.
 
 N rows, L = P + T token slots (P prompt slots, left-padded; T response slots, right-padded).
-Every rollout kind (``grpo_jax.rollout.one_stage.ROLLOUTS``) returns a :class:`RolloutBatch`;
+Every rollout kind (``grpo_jax.rollout.registry.ROLLOUTS``) returns a :class:`RolloutBatch`;
 DAPO's shaping (``grpo_jax.rollout.dynamic_sampling``) returns another one;
 :class:`UpdateBatch` (:meth:`RolloutBatch.device_batch`) is what the jitted update
 (``grpo_jax.train.update``) reads.
@@ -98,7 +98,7 @@ class RolloutBatch:
   def validate(self, num_ids: int | None = None) -> None:
     """Raises ValueError unless shapes agree and ids are in [0, num_ids) or −1 (padding).
     ``num_ids``: the job's row count, default N × processes (each process holds an equal
-    share of the rows and carries job-wide ids, ``distributed.offset_ids``)."""
+    share of the rows and carries job-wide ids, ``multihost.offset_ids``)."""
     N, (_, L) = self.num_rows, self.tokens_NxL.shape
     T = self.completion_mask_NxT.shape[1]
     want = {"tokens_NxL": (N, L), "input_mask_NxL": (N, L)}

@@ -33,7 +33,7 @@ within ``sampling.max_new_tokens``; in the two-stage layout preview ⊕ completi
 completion after a short preview ends before the last column, so the packed rows cannot tell)
 and ``lengths_N`` (the completion length L_i, never the preview).
 
-Multi-host (``exchange``, ``distributed.RowExchange``): each process samples its share of every
+Multi-host (``exchange``, ``multihost.RowExchange``): each process samples its share of every
 round; dynamic sampling gathers the round's rows, so every process keeps the groups one process
 would keep, in prompt order, and stops after the same round, then takes its own rows of the
 B·G. The metrics and y_t are the job's.
@@ -50,7 +50,7 @@ import jax
 import numpy as np
 
 from grpo_jax.rollout.batch import ARRAYS, RolloutBatch, concat_rows
-from grpo_jax.sharding.distributed import RowExchange
+from grpo_jax.rollout.multihost import RowExchange
 
 # dapo.filter_metric → the per-row field of the batch it reads.
 FILTER_METRICS = {"acc": "accuracy_N", "seq_reward": "rewards_N"}
@@ -185,8 +185,8 @@ def sample_batch(
     rng: the step's sampling key; round k > 0 uses ``fold_in(rng, k)``.
     cfg: the experiment config (``sampling`` and ``dapo`` groups).
     row_multiple: data-parallel device count; every rollout's rows divide by it.
-    exchange: multi-host, a ``distributed.RowExchange``: ``rollout_fn`` / ``problems_fn`` give
-      this process's share (``distributed.process_share``); each round's rows are gathered so
+    exchange: multi-host, a ``multihost.RowExchange``: ``rollout_fn`` / ``problems_fn`` give
+      this process's share (``multihost.process_share``); each round's rows are gathered so
       the kept groups, the rounds and the metrics are the job's, and the batch returned holds
       this process's rows of the step's B·G. None: one process.
 

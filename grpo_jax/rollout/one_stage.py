@@ -1,11 +1,6 @@
-"""Rollout kinds by name: B prompts × G samples on the mesh, graded on the host, packed as one
-:class:`~grpo_jax.rollout.batch.RolloutBatch`.
-
-``ROLLOUTS[rollout_kind(cfg)](cfg, task)`` builds the run's rollout, a
-``grpo_jax.rollout.protocols.Rollout`` over a ``Task``.
-
-``"one_stage"``: plain GRPO sampling; ``"two_stage"``: strategy-conditioned sampling
-(METHODS §5, ``grpo_jax.rollout.two_stage``), when ``strategy.enabled`` and K > 1.
+"""The one-stage rollout (plain GRPO sampling, registered as ``"one_stage"`` in
+``grpo_jax.rollout.registry.ROLLOUTS``): B prompts × G samples on the mesh, graded on the host,
+packed as one :class:`~grpo_jax.rollout.batch.RolloutBatch`.
 """
 
 from __future__ import annotations
@@ -14,9 +9,7 @@ import time
 
 import numpy as np
 
-from grpo_jax import strategy
 from grpo_jax.rollout.batch import RolloutBatch
-from grpo_jax.rollout.two_stage import TwoStageRollout
 from grpo_jax.sampling.engine import build_engine, generate_with
 from grpo_jax.sampling.policy import Policy, SampleSettings
 
@@ -89,26 +82,4 @@ class OneStageRollout:
     del workdir
 
 
-ROLLOUTS = {"one_stage": OneStageRollout, "two_stage": TwoStageRollout}
-
-
-def rollout_kind(cfg) -> str:
-  """``"two_stage"`` for strategy sampling with K > 1, else ``"one_stage"``."""
-  return "two_stage" if strategy.is_two_stage(cfg) else "one_stage"
-
-
-def build_rollout(cfg, task):
-  """The run's rollout kind, built (``ROLLOUTS[rollout_kind(cfg)]``)."""
-  return ROLLOUTS[rollout_kind(cfg)](cfg, task)
-
-
-__all__ = [
-  "ROLLOUTS",
-  "OneStageRollout",
-  "Policy",
-  "RolloutBatch",
-  "SampleSettings",
-  "TwoStageRollout",
-  "build_rollout",
-  "rollout_kind",
-]
+__all__ = ["OneStageRollout", "Policy", "RolloutBatch", "SampleSettings"]

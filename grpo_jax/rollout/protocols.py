@@ -3,7 +3,7 @@
 :class:`Task` is implemented by the built-in tasks (``grpo_jax.data``: countdown, math, a
 researcher's dataset) and by any of them rewarded by ``reward.functions``
 (``grpo_jax.data.rewarded``); :class:`Rollout` by the one-stage and two-stage rollouts
-(``grpo_jax.rollout.one_stage.ROLLOUTS``). Both are structural (``typing.Protocol``): a new task
+(``grpo_jax.rollout.registry.ROLLOUTS``). Both are structural (``typing.Protocol``): a new task
 or rollout kind implements the members, it subclasses nothing.
 """
 

@@ -10,7 +10,7 @@ Batch layout (N = B·G rows, C = prompt + template slots, R = M + T response slo
   lengths_N           completion tokens only; truncated_N stage 2's (no stop token)
 The preview is context, never rewarded: the reward reads the completion text only (prefixed by
 the delimiter the preview ended on, so a ``<plan>;<answer>`` grammar still parses).
-Registered as ``"two_stage"`` in ``grpo_jax.rollout.one_stage.ROLLOUTS``.
+Registered as ``"two_stage"`` in ``grpo_jax.rollout.registry.ROLLOUTS``.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ class TwoStageRollout:
           f"no presample at {path} and the run resumes at step {step}: the "
           "initial policy is gone; run --mode=presample on a fresh workdir"
         )
-      plan = PresamplePlan(num, B, self.cfg.seed, self.cfg.logging.progress)
+      progress = self.cfg.logging.progress and distributed.is_primary()  # one bar per job
+      plan = PresamplePlan(num, B, self.cfg.seed, progress)
       write_presample(path, policy, self.task, self.spec, plan, log=log)
     self.presampled = load_presample(path, self.spec, num)
     return str(path)

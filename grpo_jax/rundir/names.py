@@ -16,7 +16,9 @@ REWARD_CURVE = "reward_curve.png"  # under PLOTS
 EVAL = "eval"  # eval/<benchmark>_step<k>.json and _problems.jsonl
 EVAL_SUMMARY = "summary.md"  # under EVAL: pass@k over steps
 PROFILE = "profile"  # the difficulty profile
-PASS_RATES = "pass_rates.jsonl"  # under PROFILE (pass_rates_step<k>.jsonl after step 0)
+PASS_RATES = "pass_rates.jsonl"  # under PROFILE: the pool's pass rates at step 0
+PASS_RATES_AT = "pass_rates_step{step}.jsonl"  # under PROFILE: re-profiled after step k
+BAND_AT = "band_step{step}.json"  # under PROFILE: the difficulty band after step k
 PREFETCH = "prefetch"  # the batch drawn for a checkpoint's step (rollout.off_policy_steps = 1)
 PRESAMPLE = "presample"  # presampled strategy previews
 PRESAMPLE_META = "meta.json"  # under PRESAMPLE (or strategy.presample_path)
@@ -30,12 +32,14 @@ LOG = "log.txt"  # one run's console log
 __all__ = [
   "CHECKPOINTS",
   "CONFIG",
+  "BAND_AT",
   "ERROR",
   "EVAL",
   "EVAL_SUMMARY",
   "LOG",
   "METRICS",
   "PASS_RATES",
+  "PASS_RATES_AT",
   "PLOTS",
   "PREFETCH",
   "PRESAMPLE",

@@ -2,21 +2,20 @@
 
 Every process runs the same launcher command. ``initialize`` joins them
 (``jax.distributed.initialize``); afterwards ``jax.devices()`` lists every device of the job and
-the mesh spans all hosts. The division of labour:
+the mesh spans all hosts. This module holds the collectives the layers above share; what each
+does with them:
 
-  prompts     each process takes the prompts whose rows its devices hold (``process_share``;
-              process p of P: prompts [p·B/P, (p+1)·B/P) when the rows split over hosts),
-              samples them and grades them on its own CPU; group ids are offset so they
-              equal a one-process run's;
+  prompts     each process samples and grades the prompts whose rows its devices hold
+              (``problem_share``; ``grpo_jax.rollout.multihost.process_share`` offsets the
+              group ids so they equal a one-process run's);
   batch       ``grpo_jax.sharding.shard_batch`` assembles the global N-row arrays from each
               process's rows (``jax.make_array_from_process_local_data``), so advantages,
               HA-DW anchors and loss denominators inside the jitted update see the global batch;
   width       the update's width is the longest completion over every process's rows
               (``global_max``), so all processes run the same compiled update;
-  DAPO        dynamic sampling gathers each round's rows on every process (``RowExchange``),
-              so all keep the same groups in prompt order and stop after the same round as
-              one process; each then takes its rows of the step's batch; ``dapo/*`` metrics
-              are the job's, per-process rollout metrics are averaged
+  DAPO        dynamic sampling gathers each round's rows on every process
+              (``grpo_jax.rollout.multihost.RowExchange`` over ``gather_rows`` and
+              ``gather_objects``); per-process rollout metrics are averaged
               (``mean_over_processes``);
   previews    strategy previews, online or presampled, are drawn by each process for its own
               prompts; ``--mode=presample`` runs on every process, each drawing its part of
@@ -28,8 +27,8 @@ the mesh spans all hosts. The division of labour:
               graded rows and texts are gathered (``gather_rows``, ``gather_objects``), every
               process returns the same summary and process 0 writes ``eval/``;
   files       metrics, JSON and plots are written by process 0 only (``is_primary``);
-  console     progress bars and log lines come from process 0 only (``progress_bar``,
-              ``primary_log``);
+  console     progress bars and log lines come from process 0 only
+              (``grpo_jax.train.console``);
   checkpoints orbax saves and restores from every process (each writes its own shards).
 
 If a process dies, the others fail within ``heartbeat_timeout_seconds`` (the coordination
@@ -44,7 +43,6 @@ import pickle
 
 import jax
 import numpy as np
-from tqdm.auto import tqdm
 
 from grpo_jax.sharding import ports
 
@@ -105,34 +103,6 @@ def is_primary() -> bool:
   return jax.process_index() == 0
 
 
-def progress_bar(iterable, enabled: bool = True, **kwargs) -> tqdm:
-  """A tqdm bar over ``iterable`` (``kwargs`` to tqdm), drawn when ``enabled`` and on process 0
-  only: a multi-host job shows one bar, not one per host."""
-  return tqdm(iterable, disable=not (enabled and is_primary()), **kwargs)
-
-
-def primary_log(log):
-  """``log`` on process 0 and a no-op on the others, so a multi-host job prints a line once."""
-  return log if is_primary() else (lambda *args, **kwargs: None)
-
-
-def offset_ids(batch, first_problem: int, units: dict[str, int]):
-  """Group / subgroup ids made job-wide: a process whose prompts start at ``first_problem``
-  of the step adds ``first_problem · units[key]`` to the batch's field ``key`` for each key of
-  ``units`` (the ids that field counts per prompt, ``grpo_jax.strategy.id_units``), so the ids
-  equal a one-process run's. Negative ids (padding) stay negative. Ids stay below the global
-  row count N (segment contract of ``grpo_jax.advantages.segments``). ``batch``: a
-  ``RolloutBatch``."""
-  if first_problem == 0:
-    return batch
-  changes = {}
-  for key, per_problem in units.items():
-    ids = np.asarray(getattr(batch, key))
-    base = first_problem * int(per_problem)
-    changes[key] = np.where(ids >= 0, ids + base, ids).astype(ids.dtype)
-  return batch.replace(**changes)
-
-
 def problem_share(mesh, num_problems: int, rows_per_problem: int) -> tuple[int, int]:
   """[p0, p1): the problems of a ``num_problems``-problem sampler call (``rows_per_problem``
   consecutive rows each) whose rows this process's devices hold; (0, num_problems) with one
@@ -148,27 +118,6 @@ def problem_share(mesh, num_problems: int, rows_per_problem: int) -> tuple[int, 
       f"{rows_per_problem}; choose the batch or the mesh so groups do not straddle hosts"
     )
   return r0 // rows_per_problem, r1 // rows_per_problem
-
-
-def process_share(rollout_fn, problems_fn, mesh, group_size: int, units: dict[str, int]):
-  """Wraps ``(rollout_fn, problems_fn)`` of ``dynamic_sampling.sample_batch`` so each process
-  samples and grades only the prompts whose G rows its devices hold
-  (``grpo_jax.sharding.process_rows``), its ids offset by :func:`offset_ids` with ``units``
-  (what the run's rollout produces per prompt: ``grpo_jax.strategy.id_units``). Identity with
-  one process."""
-  if jax.process_count() == 1:
-    return rollout_fn, problems_fn
-  first = {}
-
-  def local_problems(start, count):
-    p0, p1 = problem_share(mesh, count, group_size)
-    first["problem"] = p0
-    return problems_fn(start + p0, p1 - p0)
-
-  def local_rollout(problems, rng):
-    return offset_ids(rollout_fn(problems, rng), first.get("problem", 0), units)
-
-  return local_rollout, local_problems
 
 
 def agree(value: bool) -> bool:
@@ -251,39 +200,3 @@ def mean_over_processes(values: dict[str, float]) -> dict[str, float]:
   keys = sorted(values)
   got = gather_rows({"v": np.asarray([[float(values[k]) for k in keys]], np.float32)})["v"]
   return dict(zip(keys, (float(x) for x in got.mean(0))))
-
-
-class RowExchange:
-  """How ``dynamic_sampling.sample_batch`` sees the other processes of the job: each process
-  samples its share of a round (:func:`process_share`), ``gather`` makes the round's batch
-  global on every process (so every process picks the same groups and stops after the same
-  round as one process would), ``local`` takes this process's rows of the step's batch back.
-  Every method is the identity with one process."""
-
-  def __init__(self, mesh=None):
-    self.mesh = mesh
-
-  def gather(self, batch):
-    """The job's rows of ``batch`` (a ``RolloutBatch`` with job-wide ids), texts included."""
-    if jax.process_count() == 1:
-      return batch
-    keys = [k for k in ("completions_N", "problems_N") if getattr(batch, k)]
-    texts = {k: gather_objects(getattr(batch, k)) for k in keys}
-    return batch.replace(**gather_rows(batch.arrays()), **texts)
-
-  def gather_arrays(self, arrays: dict) -> dict:
-    """:func:`gather_rows`."""
-    return gather_rows(arrays)
-
-  def mean(self, values: dict) -> dict:
-    """:func:`mean_over_processes`."""
-    return mean_over_processes(values)
-
-  def local(self, batch):
-    """This process's rows of a job-wide ``batch`` (the rows its devices hold)."""
-    if jax.process_count() == 1:
-      return batch
-    from grpo_jax import sharding as shard_lib  # noqa: PLC0415
-
-    r0, r1 = shard_lib.process_rows(self.mesh, batch.num_rows)
-    return batch.take(np.arange(r0, r1), np.ones(r1 - r0, bool))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 from etils import epath
+from tqdm.auto import tqdm
 
 from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy
@@ -48,7 +49,7 @@ class PresamplePlan:
   num_prompts: int
   chunk: int
   seed: int
-  progress: bool = True
+  progress: bool = True  # a bar over chunks; False on processes other than 0
 
 
 def stream_index(problem) -> int:
@@ -121,7 +122,7 @@ def write_presample(
   was_enabled = datasets.is_progress_bar_enabled()
   datasets.disable_progress_bars()  # one bar over chunks, not one per saved part
   try:
-    for i in distributed.progress_bar(range(num_chunks), progress, desc="presample"):
+    for i in tqdm(range(num_chunks), disable=not progress, desc="presample"):
       part = parts / f"{i:05d}"
       if done[i]:
         continue
@@ -149,7 +150,7 @@ def write_presample(
     if was_enabled:
       datasets.enable_progress_bars()
   if primary:
-    paths.write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
+    paths.write_text(path / names.PRESAMPLE_META, json.dumps(meta, indent=2) + "\n")
     parts.rmtree()
   distributed.barrier("presample written")  # the others read it next
   log(f"presample: {meta['num_prompts']} prompts × {spec.num_previews} previews -> {path}")

@@ -19,6 +19,7 @@ from grpo_jax.config import views
 from grpo_jax.models import build, gguf_io, hf_config, hf_io
 from grpo_jax.rundir import names, paths
 from grpo_jax.sharding import distributed
+from grpo_jax.train import console
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 
 GENERATION_CONFIG = "generation_config.json"
@@ -64,7 +65,7 @@ def export_run(
   if paths.is_uri(out):
     raise ValueError(f"export writes a local Hugging Face directory (--out); got {out}")
   workdir, out = epath.Path(workdir), pathlib.Path(out)
-  log = distributed.primary_log(log)
+  log = console.primary_log(log)
   s = setup(cfg, log=log)
   ckpt = Checkpointer(workdir / names.CHECKPOINTS, cfg.checkpoint.every, cfg.checkpoint.keep)
   if ckpt.latest_step() is None:

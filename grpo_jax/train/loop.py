@@ -23,15 +23,16 @@ from grpo_jax.config import provenance, resume, views
 from grpo_jax.data import pass_rates
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
-from grpo_jax.rollout import dynamic_sampling
-from grpo_jax.rollout.one_stage import OneStageRollout, build_rollout
+from grpo_jax.rollout import dynamic_sampling, multihost
+from grpo_jax.rollout.one_stage import OneStageRollout
 from grpo_jax.rollout.overlap import Prefetcher
+from grpo_jax.rollout.registry import build_rollout
 from grpo_jax.rundir import names, paths
 from grpo_jax.sampling import engine as engine_lib
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.sharding import distributed
-from grpo_jax.train import autofit, fit, plots, profile, step_metrics
+from grpo_jax.train import autofit, console, fit, plots, profile, step_metrics
 from grpo_jax.train.checkpoint import Checkpointer, abstract_like
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter, check_finite, to_host
@@ -57,7 +58,7 @@ class Setup:
 
   mesh: jax.sharding.Mesh
   task: object
-  rollout: object  # the rollout kind (``grpo_jax.rollout.one_stage.ROLLOUTS``)
+  rollout: object  # the rollout kind (``grpo_jax.rollout.registry.ROLLOUTS``)
   graphdef: object
   params: dict
   optimizer: object
@@ -149,7 +150,7 @@ def _evaluator(cfg, s: Setup, workdir: epath.Path):
   rng = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 2**31 - 1)  # never a step key
   with_strategy = cfg.eval.with_strategy and s.rollout.name == "two_stage"
   kind = s.rollout if with_strategy else OneStageRollout(cfg, s.task)
-  loop = EvalLoop.from_config(kind, cfg.eval, chunk, cfg.logging.progress)
+  loop = EvalLoop.from_config(kind, cfg.eval, chunk, console.shows_progress(cfg.logging.progress))
   sets = benchmark_sets(s.task, cfg.eval, with_strategy)  # {result name: problems}
 
   def run_eval(params, step: int) -> dict:
@@ -189,7 +190,7 @@ def evaluate_run(cfg, workdir: paths.PathLike, step: int | None = None, log=prin
   ``log`` prints on process 0 only."""
   cfg = views.build(cfg)
   workdir = epath.Path(workdir)
-  log = distributed.primary_log(log)
+  log = console.primary_log(log)
   s = setup(cfg, log=log)
   params, step = policy_params(cfg, s, workdir, step, log)
   results = _evaluator(cfg, s, workdir)(params, step)
@@ -236,7 +237,7 @@ def train(
       "collectives would interleave with the update's in a different order on each process"
     )
   workdir = epath.Path(workdir)
-  log = distributed.primary_log(log)
+  log = console.primary_log(log)
   saved = resume.read(workdir)
   changes = resume.check(
     saved if resume.has_checkpoint(workdir) else None, cfg.to_dict(), workdir, allow_config_change
@@ -252,7 +253,7 @@ def train(
   )
   if saved and "data_band" in saved:  # the band's counts stay when --mode=profile rewrites it
     record["data_band"] = saved["data_band"]
-  write_json(workdir / resume.CONFIG_JSON, record)
+  write_json(workdir / names.CONFIG, record)
   t_start = time.time()
   s = setup(cfg, log=log, loaded=loaded)
   mesh, task, rollout, graphdef = s.mesh, s.task, s.rollout, s.graphdef
@@ -324,7 +325,7 @@ def train(
         tracker.close()
       return {"profile": str(source)}
     record["data_band"] = profile.apply_band(cfg, task, source, log=log)
-    write_json(workdir / resume.CONFIG_JSON, record)
+    write_json(workdir / names.CONFIG, record)
   policy = Policy(graphdef, state["params"], mesh, SampleSettings.from_config(cfg.sampling))
   presample = rollout.prepare(policy, workdir, int(state["step"]), log=log)  # the initial policy
   if presample_only:
@@ -353,12 +354,12 @@ def train(
     rollout_fn = lambda problems, rng, p=sample_policy: rollout(p, problems, rng)
     return dynamic_sampling.sample_batch(
       # Multi-host: each process samples and grades only its own prompts' rows.
-      *distributed.process_share(rollout_fn, task.train_problems, mesh, G, strategy.id_units(cfg)),
+      *multihost.process_share(rollout_fn, task.train_problems, mesh, G, strategy.id_units(cfg)),
       cursor,
       key,
       cfg,
       row_multiple=shard_lib.batch_size_multiple(mesh),
-      exchange=distributed.RowExchange(mesh),  # job-wide kept groups and metrics
+      exchange=multihost.RowExchange(mesh),  # job-wide kept groups and metrics
     )
 
   # rollout.off_policy_steps = 1: the next step's batch is drawn, by a copy of the parameters
@@ -370,7 +371,7 @@ def train(
 
   # Loop.
   first = int(state["step"])
-  bar = distributed.progress_bar(
+  bar = console.progress_bar(
     range(first, cfg.steps), cfg.logging.progress, desc="rl", initial=first, total=cfg.steps
   )
   watch = PreemptionWatch()  # SIGTERM: checkpoint this step and stop (grpo_jax.train.preemption)
@@ -441,7 +442,7 @@ def train(
         params_now = s.to_sampler(state["params"])
         profiler = profile.Profiler(cfg, task, mesh, graphdef)
         band = profile.reprofile(profiler, params_now, workdir, step + 1, log)
-        write_json(workdir / pass_rates.PROFILE_DIR / f"band_step{step + 1}.json", band)
+        write_json(workdir / names.PROFILE / names.BAND_AT.format(step=step + 1), band)
   finally:
     watch.close()
     # Pending saves hold earlier, finite steps: finish them even when a step fails, before

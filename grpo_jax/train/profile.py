@@ -30,17 +30,18 @@ from etils import epath
 from grpo_jax.data import pass_rates
 from grpo_jax.eval.runner import EvalLoop
 from grpo_jax.rollout.one_stage import OneStageRollout
-from grpo_jax.rundir import paths
+from grpo_jax.rundir import names, paths
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sharding import distributed
+from grpo_jax.train import console
 
 _RNG_SALT = 2**31 - 2  # the profile's key: fold_in(seed key, salt, step); no step key uses it
 
 
 def profile_path(workdir, step: int = 0) -> epath.Path:
   """``profile/pass_rates.jsonl`` (step 0), ``profile/pass_rates_step<k>.jsonl`` after."""
-  name = pass_rates.PASS_RATES if step == 0 else f"pass_rates_step{step}.jsonl"
-  return epath.Path(workdir) / pass_rates.PROFILE_DIR / name
+  name = names.PASS_RATES if step == 0 else names.PASS_RATES_AT.format(step=step)
+  return epath.Path(workdir) / names.PROFILE / name
 
 
 def pool(cfg, task) -> list[dict]:
@@ -77,7 +78,7 @@ class Profiler:
     policy = Policy(self.graphdef, params, self.mesh, self.settings)
     key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(self.cfg.seed), _RNG_SALT), step)
     starts = range(0, len(problems), self.chunk)
-    bar = distributed.progress_bar(starts, self.cfg.logging.progress, desc="profile")
+    bar = console.progress_bar(starts, self.cfg.logging.progress, desc="profile")
     if distributed.is_primary():
       out.parent.mkdir(parents=True, exist_ok=True)
       if done:  # drop a half-written last line before appending after it

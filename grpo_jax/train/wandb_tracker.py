@@ -17,12 +17,11 @@ from grpo_jax.train.metrics import eval_scalars
 # logging.wandb_mode: wandb.init's modes ('offline' writes under <workdir>/wandb, synced later
 # with ``wandb sync``).
 MODES = ("disabled", "offline", "online")
-ID_FILE = names.WANDB_ID
 SAMPLE_COLUMNS = ("prompt", "completion", "answer", "reward", "accuracy", "group", "truncated")
 
 
 def _run_id(workdir: epath.Path) -> str:
-  path = workdir / ID_FILE
+  path = workdir / names.WANDB_ID
   if path.exists():
     return path.read_text().strip()
   run_id = uuid.uuid4().hex[:12]

@@ -25,7 +25,7 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.eval.runner import EvalLoop
 from grpo_jax.rollout.one_stage import OneStageRollout
 from grpo_jax.sampling.policy import Policy, SampleSettings
-from grpo_jax.sharding import distributed
+from grpo_jax.train import console
 from grpo_jax.train.optimizer import make_optimizer
 
 SUPERVISE = ("all", "format")
@@ -96,7 +96,7 @@ def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list
   )
   history = []
   steps = range(1, ws.max_steps + 1)
-  bar = distributed.progress_bar(steps, cfg.logging.progress, desc="warm start")
+  bar = console.progress_bar(steps, cfg.logging.progress, desc="warm start")
   for step in bar:
     tokens_BxL, input_mask_BxL, loss_mask_BxL = task.sft_batch(
       SFT_STREAM_START + step * ws.batch_size, ws.batch_size, rng

@@ -9,8 +9,6 @@ import subprocess
 import sys
 import time
 
-import jax
-import numpy as np
 import pytest
 from multihost_launch import assert_same_run, final, port, run_pair, run_single, start_pair
 
@@ -66,57 +64,6 @@ def test_two_processes_reduce_micro_batch_gradients_once(tmp_path, launcher_env)
   assert (
     config["config"]["mesh"]["fsdp"] == 1 and config["config"]["loss"]["micro_batch_size"] == 16
   )
-
-
-def _strategy_rollout(texts_by_problem, group_size, num_previews, rollout_batch):
-  """A rollout packing ids as the two-stage path does (``strategy.layout``), previews merged
-  when identical; problems are indices into ``texts_by_problem`` (K preview texts each)."""
-  from grpo_jax.strategy import layout
-
-  def rollout_fn(problems, rng):
-    texts = [t for p in problems for t in texts_by_problem[p]]
-    merged = layout.preview_ids(texts, num_previews, merge_identical=True)
-    group_ids, subgroup_ids, _ = layout.row_ids(merged, group_size, num_previews)
-    return rollout_batch(group_ids_N=group_ids, subgroup_ids_N=subgroup_ids)
-
-  return rollout_fn
-
-
-@pytest.mark.parametrize("strategy", [False, True])
-def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy, rollout_batch):
-  """One prompt per process, previews merged (the second prompt's two previews are one text):
-  each process's offset ids equal the one-process run's rows. Subgroup ids count preview slots
-  b·K + k (K per prompt) on the two-stage path, prompts on the one-stage path."""
-  from grpo_jax import sharding as shard_lib
-  from grpo_jax.config import base_config
-  from grpo_jax.sharding import distributed
-  from grpo_jax.strategy import id_units
-
-  G, K = 4, 2
-  cfg = base_config()
-  cfg.strategy.enabled, cfg.strategy.num_previews = strategy, K
-  texts = [["add first", "multiply"], ["guess", " Guess "], ["a", "b"]]
-  if strategy:
-    rollout_fn = _strategy_rollout(texts, G, K, rollout_batch)
-  else:
-
-    def rollout_fn(problems, rng):
-      ids = np.repeat(np.arange(len(problems), dtype=np.int32), G)
-      return rollout_batch(group_ids_N=ids)
-
-  problems_fn = lambda start, count: list(range(start, start + count))
-  single = rollout_fn(problems_fn(0, 3), None)
-  monkeypatch.setattr(jax, "process_count", lambda: 3)
-  parts = []
-  for p in range(3):  # process p holds rows [p·G, (p+1)·G): one prompt
-    monkeypatch.setattr(shard_lib, "process_rows", lambda mesh, n, p=p: (p * G, (p + 1) * G))
-    local_rollout, local_problems = distributed.process_share(
-      rollout_fn, problems_fn, None, G, id_units(cfg)
-    )
-    parts.append(local_rollout(local_problems(0, 3), None))
-  for key in ("group_ids_N", "subgroup_ids_N"):
-    got = np.concatenate([getattr(b, key) for b in parts])
-    np.testing.assert_array_equal(got, getattr(single, key), key)
 
 
 # Each process's rows end at slot 3 (process 0) or 9 (process 1) of T = 16.

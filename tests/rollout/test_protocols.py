@@ -16,8 +16,9 @@ from grpo_jax.data.dataset_task import DatasetTask, Keys
 from grpo_jax.data.math.task import MathOptions, MathTask
 from grpo_jax.data.rewarded import RewardedTask
 from grpo_jax.rewards.functions import RewardFunctions
-from grpo_jax.rollout.one_stage import ROLLOUTS, OneStageRollout
+from grpo_jax.rollout.one_stage import OneStageRollout
 from grpo_jax.rollout.protocols import Rollout, Task
+from grpo_jax.rollout.registry import ROLLOUTS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROWS = [{"id": str(i), "problem": f"{i} + 1?", "answer": str(i + 1)} for i in range(4)]

@@ -16,14 +16,9 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.data import CountdownTask
 from grpo_jax.eval.runner import EvalLoop, eval_policy
-from grpo_jax.rollout.one_stage import (
-  OneStageRollout,
-  Policy,
-  SampleSettings,
-  TwoStageRollout,
-  build_rollout,
-  rollout_kind,
-)
+from grpo_jax.rollout.one_stage import OneStageRollout, Policy, SampleSettings
+from grpo_jax.rollout.registry import build_rollout, rollout_kind
+from grpo_jax.rollout.two_stage import TwoStageRollout
 from grpo_jax.strategy import layout
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -9,8 +9,9 @@ import types
 import pytest
 
 from grpo_jax.config import files as config_file
+from grpo_jax.rundir import names
 from grpo_jax.train.metrics import MetricsWriter
-from grpo_jax.train.wandb_tracker import ID_FILE, WandbTracker
+from grpo_jax.train.wandb_tracker import WandbTracker
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "configs/tiny_test.py")
@@ -83,7 +84,9 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
   fake = FakeWandb()
   WandbTracker(_cfg(), tmp_path, module=fake)
   WandbTracker(_cfg(), tmp_path, module=fake)
-  assert fake.inits[0]["id"] == fake.inits[1]["id"] == (tmp_path / ID_FILE).read_text().strip()
+  assert (
+    fake.inits[0]["id"] == fake.inits[1]["id"] == (tmp_path / names.WANDB_ID).read_text().strip()
+  )
 
 
 def test_invalid_mode_fails_at_load_naming_the_choices():
@@ -102,7 +105,7 @@ def test_real_wandb_offline_writes_the_sampled_completions(tmp_path, monkeypatch
   tracker.log_samples(1, [RECORD])
   tracker.close()
   (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
-  assert run_dir.name.endswith((tmp_path / ID_FILE).read_text().strip())
+  assert run_dir.name.endswith((tmp_path / names.WANDB_ID).read_text().strip())
   (table,) = (run_dir / "files/media/table").glob("samples_1_*.table.json")
   got = json.loads(table.read_text())
   assert got["columns"][:2] == ["prompt", "completion"]

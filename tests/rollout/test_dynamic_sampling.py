@@ -8,8 +8,8 @@ import pytest
 
 from grpo_jax.config import base_config
 from grpo_jax.rollout import dynamic_sampling as ds
+from grpo_jax.rollout import multihost
 from grpo_jax.rollout.batch import ARRAYS, RolloutBatch
-from grpo_jax.sharding import distributed
 
 P, T, EOS, PAD = 2, 10, 1, 0
 
@@ -324,7 +324,7 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
 
 
 class ThreadExchange:
-  """``distributed.RowExchange`` of process p of P where the processes are threads: each
+  """``multihost.RowExchange`` of process p of P where the processes are threads: each
   exchange posts its value on the shared ``board`` and reads every thread's."""
 
   def __init__(self, p, num, board, barrier):
@@ -360,7 +360,7 @@ class ThreadExchange:
 
 def _share(rollout_fn, p, num):
   """Process p's ``(rollout_fn, problems_fn)`` of ``num``: the p-th equal part of each round's
-  prompts, group ids offset to the job's (``distributed.process_share`` without a mesh)."""
+  prompts, group ids offset to the job's (``multihost.process_share`` without a mesh)."""
   first = {}
 
   def local_problems(start, count):
@@ -369,7 +369,7 @@ def _share(rollout_fn, p, num):
 
   def local_rollout(problems, rng):
     units = {"group_ids_N": 1, "subgroup_ids_N": 1}
-    return distributed.offset_ids(rollout_fn(problems, rng), first["problem"], units)
+    return multihost.offset_ids(rollout_fn(problems, rng), first["problem"], units)
 
   return local_rollout, local_problems
 

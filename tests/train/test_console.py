@@ -1,6 +1,6 @@
-"""Progress bars and log lines come from process 0 only: with ``distributed.is_primary`` forced
-false (as on every other process of a multi-host job) bars are disabled and the loop's ``log``
-is never called."""
+"""Progress bars and log lines come from process 0 only (``grpo_jax.train.console``): with
+``distributed.is_primary`` forced false (as on every other process of a multi-host job) bars are
+disabled and the loop's ``log`` is never called."""
 
 import types
 
@@ -10,7 +10,7 @@ import pytest
 
 from grpo_jax.eval.runner import EvalLoop
 from grpo_jax.sharding import distributed
-from grpo_jax.train import loop
+from grpo_jax.train import console, loop
 
 
 @pytest.fixture(params=[True, False], ids=["process0", "other"])
@@ -20,8 +20,8 @@ def primary(request, monkeypatch):
 
 
 def test_progress_bar_only_on_process_0(primary):
-  assert distributed.progress_bar(range(3), True).disable is not primary
-  assert distributed.progress_bar(range(3), False).disable  # off by config everywhere
+  assert console.progress_bar(range(3), True).disable is not primary
+  assert console.progress_bar(range(3), False).disable  # off by config everywhere
 
 
 class _FakeRollout:
@@ -38,7 +38,8 @@ class _FakeRollout:
 
 
 def test_eval_bar_only_on_process_0(primary, capsys):
-  eval_loop = EvalLoop(_FakeRollout(), num_samples=2, chunk_problems=2, progress=True)
+  progress = console.shows_progress(True)  # what the train layer hands the eval loop
+  eval_loop = EvalLoop(_FakeRollout(), num_samples=2, chunk_problems=2, progress=progress)
   policy = types.SimpleNamespace(mesh=None)  # no model; one process
   out = eval_loop.sample_and_grade(policy, list(range(5)), jax.random.PRNGKey(0), desc="evalbar")
   assert out["correct_PxN"].shape == (5, 2)
@@ -47,7 +48,7 @@ def test_eval_bar_only_on_process_0(primary, capsys):
 
 def test_primary_log_mutes_other_processes(primary):
   lines = []
-  distributed.primary_log(lines.append)("a line")
+  console.primary_log(lines.append)("a line")
   assert lines == (["a line"] if primary else [])
 
 
