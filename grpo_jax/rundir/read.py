@@ -1,4 +1,5 @@
-"""One reader per run-directory file (names in ``grpo_jax.rundir.names``), on any epath.
+"""One reader per run-directory file (names in ``grpo_jax.rundir.names``), on any epath
+(``grpo_jax.rundir.write`` holds the writers).
 
 Each returns what the file holds, or its empty value (None, ``[]``) when the file is absent;
 a line or a file that does not parse is an error naming the file (and line), so a damaged run

@@ -27,7 +27,7 @@ from grpo_jax.rollout import dynamic_sampling, multihost
 from grpo_jax.rollout.one_stage import OneStageRollout
 from grpo_jax.rollout.overlap import Prefetcher
 from grpo_jax.rollout.registry import build_rollout
-from grpo_jax.rundir import names, paths
+from grpo_jax.rundir import names, paths, write
 from grpo_jax.sampling import engine as engine_lib
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.weights import sampler_copy
@@ -48,8 +48,7 @@ from grpo_jax.train.warmstart import warm_start
 def write_json(path: epath.Path, obj) -> None:
   if not distributed.is_primary():  # multi-host: process 0 writes the run directory
     return
-  path.parent.mkdir(parents=True, exist_ok=True)
-  paths.write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+  write.json_file(path, obj)
 
 
 @dataclasses.dataclass

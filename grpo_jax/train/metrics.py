@@ -3,14 +3,13 @@ a few sampled rollouts per step (``samples.jsonl``, TensorBoard text)."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import jax
 import numpy as np
 from etils import epath
 
-from grpo_jax.rundir import names, paths
+from grpo_jax.rundir import names, paths, write
 from grpo_jax.train import tb_events
 
 
@@ -77,20 +76,13 @@ class MetricsWriter:
     (they will be redone)."""
     if self.enabled:
       tb_events.truncate_after(self.tb_dir, step)
-    for path in (self.path, self.samples_path):
-      if not (self.enabled and path.exists()):
-        continue
-      lines = [
-        ln
-        for ln in path.read_text().splitlines()
-        if ln.strip() and json.loads(ln).get("step", 0) <= step
-      ]
-      paths.write_text(path, "".join(ln + "\n" for ln in lines))
+      for path in (self.path, self.samples_path):
+        write.keep_steps_through(path, step)
 
   def write(self, step: int, metrics: dict[str, float]) -> None:
     if not self.enabled:
       return
-    paths.append_text(self.path, json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+    write.step_lines(self.path, step, [metrics])
     if self._tb is not None:
       for k, v in metrics.items():
         self._tb.add_scalar(k, v, step)
@@ -101,8 +93,7 @@ class MetricsWriter:
     """One JSON line per sampled rollout, and the step's records as TensorBoard text."""
     if not (self.enabled and records):
       return
-    lines = (json.dumps({"step": step, **r}, sort_keys=True) + "\n" for r in records)
-    paths.append_text(self.samples_path, "".join(lines))
+    write.step_lines(self.samples_path, step, records)
     if self._tb is not None:
       from grpo_jax.train.samples import as_markdown
 
