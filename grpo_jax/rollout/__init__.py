@@ -7,6 +7,9 @@
   one_stage.py         the one-stage (plain GRPO) rollout
   two_stage.py         the two-stage rollout of the strategy method (``grpo_jax.strategy``)
   dynamic_sampling.py  DAPO's dynamic sampling and overlong shaping around any rollout
+  multihost.py         a multi-host job: each process's share of the prompts (job-wide ids)
+                       and the exchange of a round's rows
+  overlap.py           the next step's batch drawn while the update runs
 
 The package sits below ``train`` (which runs it) and above ``strategy`` and ``sampling``
 (which it uses).
