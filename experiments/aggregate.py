@@ -16,40 +16,7 @@ import argparse
 import pathlib
 import sys
 
-from grpo_jax.config import files as config_file
-from grpo_jax.config import legacy
-from grpo_jax.rundir import tables
-from grpo_jax.runs import aggregate
-
-
-def parse_reference(text: str | None) -> dict | None:
-  """``"a.b=0.0,c=false"`` → ``{"a.b": 0.0, "c": False}`` (values parsed as Python literals;
-  config keys since replaced as the key that replaced them, as the runs' overrides read)."""
-  if not text:
-    return None
-  out = {}
-  for key, value in config_file.parse_arg(text).items():
-    lowered = value.lower()
-    out[key] = {"true": True, "false": False}.get(lowered, config_file.parse_value(value, None))
-  return legacy.upgrade_flat(out, text)
-
-
-def pairs_table(rows, pairs: list[str], metrics: list[str]) -> str:
-  """Markdown: one line per ``A:B`` pair, Δ = A − B per metric as mean [95% t interval]."""
-  lines = []
-  for pair in pairs:
-    a_text, _, b_text = pair.partition(":")
-    a, b = parse_reference(a_text), parse_reference(b_text)
-    cells, n = [], 0
-    for m in metrics:
-      d = aggregate.paired_difference(rows, a, b, m)
-      n = d["n"]
-      cells.append(tables.interval(d["mean"], d["lo"], d["hi"], signed=True))
-    lines.append([a_text, b_text, n, *cells])
-  table = tables.markdown(["A", "B", "n", *(f"Δ {m}" for m in metrics)], lines)
-  return (
-    f"Paired differences over seeds (A − B, same seed; mean [95% t interval], n seeds):\n\n{table}"
-  )
+from grpo_jax.runs import aggregate, aggregate_report
 
 
 def main(argv: list[str]) -> int:
@@ -72,30 +39,11 @@ def main(argv: list[str]) -> int:
   )
   args = parser.parse_args(argv)
   out = pathlib.Path(args.out or pathlib.Path(args.sweep_dir) / "aggregate")
-  rows = aggregate.collect(args.sweep_dir, args.last_k)
-  if not rows:
+  metrics, pairs = tuple(args.metrics.split(",")), tuple(args.pair)
+  text = aggregate_report.write(args.sweep_dir, out, args.last_k, args.reference, metrics, pairs)
+  if text is None:
     print(f"no run directories under {args.sweep_dir}", file=sys.stderr)
     return 1
-  reference = parse_reference(args.reference)
-  seeds = aggregate.over_seeds(rows, reference=reference)
-  aggregate.to_csv(rows, out.with_name(out.name + ".csv"))
-  aggregate.to_csv(seeds, out.with_name(out.name + "_seeds.csv"))
-  metrics = [m for m in args.metrics.split(",") if m]
-  keys = [k for k in aggregate.override_keys(rows) if k != aggregate.SEED]
-  deltas = [f"delta/{m}" for m in metrics if m.startswith("after/")] if reference else []
-  text = "\n\n".join(
-    [
-      f"Per run ({len(rows)} runs; final/* = mean over the last {args.last_k} steps; "
-      "[lo, hi] = 95% bootstrap CI over held-out problems):",
-      aggregate.to_markdown(rows, metrics, extra=("status", "steps")),
-      "Over seeds (mean [95% t interval over seeds]"
-      + ("; delta/ = paired difference to the reference, same seed):" if reference else "):"),
-      aggregate.to_markdown(seeds, [*metrics, *deltas], keys=keys, extra=("n",)),
-    ]
-  )
-  if args.pair:
-    text += "\n\n" + pairs_table(rows, args.pair, [m for m in metrics if m.startswith("after/")])
-  out.with_name(out.name + "_table.md").write_text(text + "\n")
   print(text)
   return 0
 

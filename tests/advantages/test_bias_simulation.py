@@ -1,19 +1,15 @@
-"""Bias theory (METHODS §3 statements 11-12) and experiments/bias_simulation.py."""
+"""Bias theory (METHODS §3 statements 11-12) and grpo_jax/runs/bias_simulation.py."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 import os
 
 import numpy as np
 import pytest
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "bias_simulation.py")
-_spec = importlib.util.spec_from_file_location("bias_simulation", _PATH)
-bias = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bias)
+from grpo_jax.runs import bias_simulation as bias
 
 
 def test_11_closed_form_values_and_symmetry():

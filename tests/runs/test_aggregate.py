@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from grpo_jax.eval import benchmarks
-from grpo_jax.runs import aggregate
+from grpo_jax.runs import aggregate, aggregate_report
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 T975_DF2 = 4.302652729911275  # Student t quantile 0.975 with 2 degrees of freedom
@@ -161,4 +161,5 @@ def test_cli_writes_csv_and_markdown(sweep_dir, tmp_path, capsys):
   md = out.with_name("table_table.md").read_text()
   assert "delta/after/pass@1" in md and md.strip() in capsys.readouterr().out
   assert "| a=-0.5 | a=0.0 | 3 | +0.133 [" in md
-  assert cli.parse_reference("a.b=0.0,c=false,d=window") == {"a.b": 0.0, "c": False, "d": "window"}
+  parsed = aggregate_report.parse_reference("a.b=0.0,c=false,d=window")
+  assert parsed == {"a.b": 0.0, "c": False, "d": "window"}

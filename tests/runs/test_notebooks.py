@@ -15,7 +15,7 @@ import pytest
 from nbclient import NotebookClient
 
 from grpo_jax.eval import benchmarks
-from grpo_jax.runs import sweep
+from grpo_jax.runs import bias_simulation, sweep
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOKS = ("results.ipynb", "hadw_diagnostics.ipynb", "bias.ipynb", "run_overview.ipynb")
@@ -38,7 +38,7 @@ def _script(name: str):
 
 
 def _bias_output(out: pathlib.Path) -> None:
-  _script("bias_simulation").run(str(out), samples=2_000)
+  bias_simulation.run(str(out), samples=2_000)
 
 
 def _text_outputs(cells) -> str:

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from grpo_jax.config import files as config_file
-from grpo_jax.runs import group_bias, power, study
+from grpo_jax.runs import group_bias, group_bias_report, power, study
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The pre-registered study's family, as its config declares it.
@@ -224,23 +224,16 @@ def test_bias_verdict():
   assert study.bias_verdict(wrong) == study.CONTRADICTED
 
 
-def test_group_bias_script_pools_seeds_by_bin():
-  import importlib.util
-  import pathlib
-
-  path = pathlib.Path(__file__).resolve().parents[2] / "experiments/group_bias.py"
-  spec = importlib.util.spec_from_file_location("group_bias_script", path)
-  script = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(script)
+def test_group_bias_report_pools_seeds_by_bin():
   row = lambda b, bias, mixed: {"bin": b, "bias": bias, "mixed": mixed, "predicted": 0.05}
   per_seed = {
     0: [row("[0, 0.5)", 0.04, 10), row("[0.5, 1]", -0.02, 3)],
     1: [row("[0, 0.5)", 0.06, 12), row("[0.5, 1]", float("nan"), 0)],
   }
-  hard, easy = script.pooled(per_seed)
+  hard, easy = group_bias_report.pooled(per_seed)
   half = stats.t.ppf(0.975, 1) * np.std([0.04, 0.06], ddof=1) / math.sqrt(2)
   assert (hard["seeds"], hard["mixed"]) == (2, 22)
   np.testing.assert_allclose([hard["bias"], hard["hi"]], [0.05, 0.05 + half])
   assert easy["bias"] == -0.02 and math.isnan(easy["lo"])  # one seed had no mixed group
-  text = script.markdown([hard, easy], 8, 64)
+  text = group_bias_report.markdown([hard, easy], 8, 64)
   assert "| [0, 0.5) | 2 | 22 | +0.050 [" in text and "| [0.5, 1] | 1 | 3 | -0.020 |" in text
