@@ -146,7 +146,7 @@ def test_clip_cov_equals_verl(agg):
   assert loss == pytest.approx(want, rel=1e-10 if agg == "token_mean" else 2e-8)
   assert aux["entropy/controlled_frac"] == pytest.approx(clipfrac, rel=1e-12)
   f = lambda lp: verl.clip_cov(old, lp, adv_NxT, mask, *eps, corr, agg.replace("_", "-"))[0]
-  np.testing.assert_allclose(grad, central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
+  np.testing.assert_allclose(grad, verl.central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("ratio", [2e-4, 0.05, 0.3])
@@ -163,17 +163,7 @@ def test_kl_cov_equals_verl(ratio):
   want = verl.kl_cov(old, logp, adv_NxT, mask, index, 0.7, "token-mean")
   assert loss == pytest.approx(want, rel=1e-10)
   f = lambda lp: verl.kl_cov(old, lp, adv_NxT, mask, index, 0.7, "token-mean")
-  np.testing.assert_allclose(grad, central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
-
-
-def central_differences(f, logp, mask, h=1e-6):
-  grad = np.zeros_like(logp)
-  for i, t in zip(*np.nonzero(mask)):
-    up, dn = logp.copy(), logp.copy()
-    up[i, t] += h
-    dn[i, t] -= h
-    grad[i, t] = (f(up) - f(dn)) / (2 * h)
-  return grad
+  np.testing.assert_allclose(grad, verl.central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("control", ["clip_cov", "kl_cov"])

@@ -127,16 +127,6 @@ def random_rows(seed, n_rows=32, width=12, spread=1.5):
 VERL_ROW_EPS = 2e-8
 
 
-def central_differences(f, logp, mask, h=1e-6):
-  grad = np.zeros_like(logp)
-  for i, t in zip(*np.nonzero(mask)):
-    up, dn = logp.copy(), logp.copy()
-    up[i, t] += h
-    dn[i, t] -= h
-    grad[i, t] = (f(up) - f(dn)) / (2 * h)
-  return grad
-
-
 @pytest.mark.parametrize("agg", ["token_mean", "seq_mean_token_mean"])
 @pytest.mark.parametrize("eps", [(1.0, 4.0), (0.2, 0.28)])
 def test_cispo_equals_verl(eps, agg):
@@ -151,7 +141,7 @@ def test_cispo_equals_verl(eps, agg):
   assert 0 < clipfrac < 1
   # torch's gradient: the clipped weight held (detached), the log-prob term differentiated.
   f = lambda lp: verl.cispo(old, lp, adv_NxT, mask, *eps, mode, weight_from=logp)[0]
-  np.testing.assert_allclose(grad, central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
+  np.testing.assert_allclose(grad, verl.central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("tau", [(1.0, 1.05), (0.5, 2.0)])
@@ -164,7 +154,7 @@ def test_sapo_equals_verl(tau):
   loss, grad, _ = loss_grad_aux(logp, old, adv, mask, cfg)
   assert loss == pytest.approx(verl.sapo(old, logp, adv_NxT, mask, *tau), rel=VERL_ROW_EPS)
   f = lambda lp: verl.sapo(old, lp, adv_NxT, mask, *tau)
-  np.testing.assert_allclose(grad, central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
+  np.testing.assert_allclose(grad, verl.central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("eps", [(0.4, 0.4), (0.1, 0.3)])
@@ -177,7 +167,7 @@ def test_gmpo_equals_verl(eps):
   loss, grad, aux = loss_grad_aux(logp, old, adv, mask, cfg)
   assert loss == pytest.approx(want, rel=VERL_ROW_EPS)
   f = lambda lp: verl.geo_mean(old, lp, adv_NxT, mask, *eps)[0]
-  np.testing.assert_allclose(grad, central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
+  np.testing.assert_allclose(grad, verl.central_differences(f, logp, mask), rtol=1e-6, atol=1e-9)
   # verl's fractions count every clamped log-ratio by the sign of A; ours only those whose
   # gradient the clip removes (the top for A > 0, the bottom for A < 0).
   d = logp - old
