@@ -36,8 +36,8 @@ import numpy as np
 
 from experiments.benchmarks import common as bc
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config import experiment
 from grpo_jax.config import files as config_file
-from grpo_jax.config import views
 from grpo_jax.rollout.one_stage import Policy, SampleSettings
 from grpo_jax.train.length_buckets import LengthAwareUpdate, longest_completion
 from grpo_jax.train.loop import setup
@@ -106,7 +106,7 @@ def measure(args, cfg, s, step, state, counter) -> dict:
   }
   devices = shard_lib.batch_size_multiple(s.mesh)
   for width in pack_widths(args):  # padding-free: the cut batch's real tokens packed (loss.pack)
-    loss = dataclasses.replace(views.of(cfg).loss, pack=True, pack_width=width)
+    loss = dataclasses.replace(experiment.of(cfg).loss, pack=True, pack_width=width)
     packer = Packer(loss, cfg.sampling.group_size, devices)
     sides[f"pack{width}"] = LengthAwareUpdate(lambda T: step, s.mesh, args.buckets, pack=packer)
   jax.block_until_ready(jax.tree.map(jnp.copy, state))  # compiles the copies before counting

@@ -21,14 +21,14 @@ from grpo_jax.config import legacy
 
 
 def base_config() -> ConfigDict:
-  """Every key with its default, from the groups' declarations (``grpo_jax.config.views``)."""
-  from grpo_jax.config import views
+  """Every key with its default, from the groups' declarations (``grpo_jax.config.experiment``)."""
+  from grpo_jax.config import experiment
 
   c = ConfigDict()
-  for f in dataclasses.fields(views.Experiment):
-    if f.name in views.TOP:
+  for f in dataclasses.fields(experiment.Experiment):
+    if f.name in experiment.TOP:
       c[f.name] = f.default
-  for name, cls in views.GROUPS.items():
+  for name, cls in experiment.GROUPS.items():
     c[name] = ConfigDict({f.name: _field(f) for f in dataclasses.fields(cls)})
   return c
 
@@ -43,11 +43,11 @@ def _field(f: dataclasses.Field):
 
 def auto_keys() -> frozenset[str]:
   """The dotted keys that take an int or ``"auto"`` (``config.fields.auto_spec``)."""
-  from grpo_jax.config import views
+  from grpo_jax.config import experiment
 
   return frozenset(
     f"{name}.{f.name}"
-    for name, cls in views.GROUPS.items()
+    for name, cls in experiment.GROUPS.items()
     for f in dataclasses.fields(cls)
     if f.metadata.get("auto")
   )
@@ -106,14 +106,14 @@ def check_keys(cfg: ConfigDict, reference: ConfigDict | None = None, prefix: str
 
 
 def finalize(cfg: ConfigDict) -> ConfigDict:
-  """Validates keys against the base config, then builds the typed views
-  (``grpo_jax.config.views.build``: every value's type, choices and range, and the cross-key
+  """Validates keys against the base config, then builds the typed groups
+  (``grpo_jax.config.experiment.build``: every value's type, choices and range, and the cross-key
   rules), and locks the config. Raises KeyError / ValueError naming the first bad key."""
-  from grpo_jax.config import views
+  from grpo_jax.config import experiment
 
   check_keys(cfg)
   resolve_defaults(cfg)
-  views.build(cfg)
+  experiment.build(cfg)
   cfg.lock()
   return cfg
 

@@ -5,7 +5,7 @@ sampling, ...). Each fails with a ValueError naming the keys. A single field's t
 range are checked where it is declared (``grpo_jax.config.fields``).
 
 :data:`REGISTRIES` names, for each enum-valued key, the registry of the module that reads it;
-``tests/config/test_views.py`` checks the declared choices equal the registry's names (the
+``tests/config/test_experiment.py`` checks the declared choices equal the registry's names (the
 choices are written out so that loading a config imports neither jax nor the model stack).
 """
 
@@ -45,7 +45,7 @@ REGISTRIES: dict[str, tuple[str, str]] = {
 
 
 def check_experiment(e) -> None:
-  """Cross-group rules of a whole experiment (``views.Experiment``)."""
+  """Cross-group rules of a whole experiment (``experiment.Experiment``)."""
   s, st, adv, loss, dapo, ev = e.sampling, e.strategy, e.advantage, e.loss, e.dapo, e.eval
   rows = s.prompts_per_step * s.group_size
   active = st.enabled and st.num_previews > 1  # as grpo_jax.strategy.is_two_stage

@@ -2,15 +2,15 @@
 doc in one dataclass field (:func:`spec`), and the checks that build a group from a mapping.
 
 A group (``grpo_jax.config.groups_run`` / ``groups_method``) is a frozen dataclass whose fields
-are its keys. Building it (:func:`build_view`) checks
+are its keys. Building it (:func:`build_group`) checks
 
 * each value's type, from the annotation (``int``, ``float``, ``bool``, ``str``,
   ``tuple[T, ...]``): a string where a number is expected, a float or an int where a bool is,
   fail;
 * its choices (the names of the registry of the module that reads the key, so the error lists
-  exactly the names the code accepts; ``tests/config/test_views.py`` checks they agree) and
+  exactly the names the code accepts; ``tests/config/test_experiment.py`` checks they agree) and
   its range (``ge``/``gt``/``le``/``lt``, finite floats);
-* the group's own cross-field rules (``View.check``).
+* the group's own cross-field rules (``Group.check``).
 
 A key annotated ``int | str`` (:func:`auto_spec`) takes an int or the string ``"auto"``: a
 value the run resolves at load (``grpo_jax.train.autofit``), so every reader downstream sees an
@@ -26,7 +26,7 @@ import typing
 import numpy as np
 
 
-class View:
+class Group:
   """Base of the groups: read-only mapping access as on a ConfigDict group."""
 
   GROUP = ""
@@ -172,7 +172,7 @@ def check_field(key: str, value, meta) -> None:
       raise ValueError(f"config key {key} = {value!r} must be {rule_text(meta)}")
 
 
-def build_view(cls, group: str, values):
+def build_group(cls, group: str, values):
   """``cls`` (a frozen view dataclass) from a mapping ``values`` (a ConfigDict group), every
   field typed and checked; the group's own cross-field rules run in ``cls.check``."""
   hints = typing.get_type_hints(cls)
@@ -204,10 +204,10 @@ __all__ = [
   "AUTO",
   "ConfigError",
   "as_int",
-  "View",
+  "Group",
   "auto_spec",
   "is_auto_type",
-  "build_view",
+  "build_group",
   "coerce",
   "fail",
   "group",

@@ -5,7 +5,7 @@ argument's names against the file's ``ARGS`` (:func:`parse_arg`: a misspelt one 
 naming the valid ones), calls its ``get_config(arg)``, applies ``key=value``
 overrides (parsed like ``ml_collections.config_flags``, to the type of the value they replace:
 :func:`parse_value`), checks every key against :func:`grpo_jax.config.base_config`, builds the
-typed views (validating every value, ``grpo_jax.config.views``) and locks the result.
+typed groups (validating every value, ``grpo_jax.config.experiment``) and locks the result.
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ and docs/strategy.md.
 
 from __future__ import annotations
 
-from grpo_jax.config.fields import View, auto_spec, fail, group, spec
+from grpo_jax.config.fields import Group, auto_spec, fail, group, spec
 
 
 @group("strategy")
-class Strategy(View):
+class Strategy(Group):
   """Strategy-conditioned two-stage sampling (docs/strategy.md): K previews per prompt, then
   G/K completions on prompt + preview; the subgroup id is the preview's index."""
 
@@ -43,7 +43,7 @@ class Strategy(View):
 
 
 @group("reward")
-class Reward(View):
+class Reward(Group):
   """Own reward functions (docs/custom_task.md), called as TRL's ``reward_funcs``:
   ``fn(prompts, completions, **columns) -> list[float | None]``; () = the task's grader."""
 
@@ -68,7 +68,7 @@ class Reward(View):
 
 
 @group("advantage")
-class Advantage(View):
+class Advantage(Group):
   """The baseline and normalisation (docs/advantages.md)."""
 
   baseline: str = spec(
@@ -105,7 +105,7 @@ class Advantage(View):
 
 
 @group("hadw")
-class Hadw(View):
+class Hadw(Group):
   """HA-DW (arXiv 2601.08521; docs/advantages.md): a history-aware difficulty anchor
   reweights each advantage."""
 
@@ -124,7 +124,7 @@ class Hadw(View):
 
 
 @group("loss")
-class Loss(View):
+class Loss(Group):
   """The policy loss (docs/losses.md) and the update's passes over a batch."""
 
   kind: str = spec(
@@ -302,7 +302,7 @@ class Loss(View):
 
 
 @group("dapo")
-class Dapo(View):
+class Dapo(Group):
   """DAPO's extras (Yu et al. 2025; docs/losses.md), applied to a step's rollouts before the
   update."""
 
@@ -331,7 +331,7 @@ class Dapo(View):
 
 
 @group("optimizer")
-class Optimizer(View):
+class Optimizer(Group):
   """AdamW with linear warmup, constant after, and global-norm clipping."""
 
   learning_rate: float = spec(2e-4, ge=0, doc="peak learning rate")

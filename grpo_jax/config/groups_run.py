@@ -6,14 +6,14 @@ The method's groups (strategy, advantage, hadw, loss, dapo, optimizer) are in ``
 
 from __future__ import annotations
 
-from grpo_jax.config.fields import View, auto_spec, fail, group, spec
+from grpo_jax.config.fields import Group, auto_spec, fail, group, spec
 
 DTYPES = ("bfloat16", "float32")
 RULES = ("replicated", "sample", "train")
 
 
 @group("model")
-class Model(View):
+class Model(Group):
   """The decoder: a Hugging Face checkpoint (``hf_path``), a named shape (``preset``) or the
   shape fields below, randomly initialised (docs/models.md)."""
 
@@ -88,7 +88,7 @@ class Model(View):
 
 
 @group("data")
-class Data(View):
+class Data(Group):
   """The prompts, answers and verifier: 'countdown' (the built-in CPU task), 'math', or
   'dataset' (your own rows)."""
 
@@ -184,7 +184,7 @@ class Data(View):
 
 
 @group("profile")
-class Profile(View):
+class Profile(Group):
   """The difficulty profile (--mode=profile; grpo_jax.train.profile), at the sampling settings."""
 
   num_problems: int = spec(256, ge=0, doc="the first n training problems; 0 = all")
@@ -192,7 +192,7 @@ class Profile(View):
 
 
 @group("sampling")
-class Sampling(View):
+class Sampling(Group):
   """Rollouts: B prompts a step, G responses each."""
 
   prompts_per_step: int = spec(64, ge=1, doc="B")
@@ -220,7 +220,7 @@ class Sampling(View):
 
 
 @group("rollout")
-class Rollout(View):
+class Rollout(Group):
   """How rollouts and updates interleave (``grpo_jax.rollout.overlap``)."""
 
   off_policy_steps: int = spec(
@@ -243,7 +243,7 @@ class Rollout(View):
 
 
 @group("warmstart")
-class Warmstart(View):
+class Warmstart(Group):
   """Supervised warm start on the task's reference solutions, until held-out pass@1 reaches
   ``target_pass1`` (checked every ``check_every`` steps) or ``max_steps``."""
 
@@ -265,7 +265,7 @@ class Warmstart(View):
 
 
 @group("mesh")
-class Mesh(View):
+class Mesh(Group):
   """The device mesh (docs/scaling.md)."""
 
   data: int = spec(-1, ge=1, off=-1, doc="data-parallel axis; -1 = all remaining devices")
@@ -289,7 +289,7 @@ class Mesh(View):
 
 
 @group("eval")
-class Eval(View):
+class Eval(Group):
   """Held-out evaluation: n samples per problem, pass@k for k in ks."""
 
   num_problems: int = spec(200, ge=0, doc="problems per benchmark; 0 = all")
@@ -304,7 +304,7 @@ class Eval(View):
 
 
 @group("checkpoint")
-class Checkpoint(View):
+class Checkpoint(Group):
   """Orbax checkpoints of the train state."""
 
   every: int = spec(10, ge=1, doc="steps between checkpoints")
@@ -312,7 +312,7 @@ class Checkpoint(View):
 
 
 @group("logging")
-class Logging(View):
+class Logging(Group):
   """metrics.jsonl always; TensorBoard, plots, samples and Weights & Biases as set here."""
 
   tensorboard: bool = spec(True, doc="TensorBoard event files")

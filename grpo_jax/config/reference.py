@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from grpo_jax.config import views
+from grpo_jax.config import experiment
 from grpo_jax.config.fields import rule_text
 from grpo_jax.rundir import tables
 
@@ -26,7 +26,7 @@ def _rows(fields, prefix: str = ""):
 def markdown() -> str:
   """The reference page."""
   header = ["key", "default", "valid", "meaning"]
-  top = [f for f in dataclasses.fields(views.Experiment) if f.name in views.TOP]
+  top = [f for f in dataclasses.fields(experiment.Experiment) if f.name in experiment.TOP]
   parts = [
     "# Config keys",
     "",
@@ -37,7 +37,7 @@ def markdown() -> str:
     "",
     tables.markdown(header, _rows(top)),
   ]
-  for name, cls in views.GROUPS.items():
+  for name, cls in experiment.GROUPS.items():
     doc = " ".join((cls.__doc__ or "").split())
     parts += [
       "",

@@ -431,10 +431,10 @@ def compile_config(cfg, target: str = "auto", topology: str = "", log=print, nam
   named slice, 'cpu' / 'auto': this host's devices) or ``--topology``. Raises ValueError for an
   unknown target or a mesh the slice cannot hold, RuntimeError without libtpu, CompileError
   naming a program that fails."""
-  from grpo_jax.config import views  # noqa: PLC0415
+  from grpo_jax.config import experiment  # noqa: PLC0415
   from grpo_jax.planning import topology as topology_lib  # noqa: PLC0415
 
-  cfg = views.build(cfg)
+  cfg = experiment.build(cfg)
   where = topology_lib.resolve(target, topology)
   if where.topology:
     devices = topology_lib.tpu_devices(where.topology)

@@ -22,7 +22,7 @@ import jax
 
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
-from grpo_jax.config import views
+from grpo_jax.config import experiment
 from grpo_jax.planning import memory as memory_plan
 from grpo_jax.train import autofit
 from grpo_jax.train.state import uses_reference
@@ -74,7 +74,7 @@ def plan(cfg, num_devices: int | None = None, target: str = "auto", hardware=Non
   product of the explicit axes, or ``jax.device_count()``) on ``target``'s chips
   (``memory.TARGET_CHOICES``; "auto": the local backend's), or on ``hardware`` (a
   ``memory.Hardware``) when given."""
-  cfg = autofit.first_candidate(views.build(cfg))  # an auto key: the value it tries first
+  cfg = autofit.first_candidate(experiment.build(cfg))  # an auto key: the value it tries first
   sizes = [cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor]
   if num_devices is None:
     num_devices = math.prod(sizes) if -1 not in sizes else jax.device_count()

@@ -30,7 +30,7 @@ import numpy as np
 from flax import nnx
 
 from grpo_jax import sharding as shard_lib
-from grpo_jax.config import views
+from grpo_jax.config import experiment
 from grpo_jax.models.hf_io import abstract_params
 from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.models.transformer import compute_params
@@ -92,7 +92,7 @@ class Shapes:
 def shapes(cfg, mesh) -> Shapes:
   """``cfg``'s shapes on ``mesh``; an auto key (``grpo_jax.train.autofit``) at the value it is
   tried with first (the run's log names the one it picks)."""
-  cfg = autofit.first_candidate(views.build(cfg))
+  cfg = autofit.first_candidate(experiment.build(cfg))
   prompt, response, vocab = dry_run.widths(cfg)
   mcfg = dry_run.model_config(cfg, vocab)
   graphdef, params = abstract_params(mcfg)

@@ -60,7 +60,7 @@ def vocab_candidates(vocab: int) -> list[int]:
 
 
 def with_knobs(cfg, micro: int, chunk: int, remat: str | None = None):
-  """``cfg`` (a ``views.Experiment``) with the keys set (frozen: a replaced copy); ``remat``
+  """``cfg`` (a ``experiment.Experiment``) with the keys set (frozen: a replaced copy); ``remat``
   None keeps the config's."""
   loss = dataclasses.replace(cfg.loss, micro_batch_size=micro)
   remat = cfg.model.remat if remat is None else remat

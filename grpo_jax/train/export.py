@@ -15,7 +15,7 @@ import shutil
 from etils import epath
 
 from grpo_jax import models
-from grpo_jax.config import views
+from grpo_jax.config import experiment
 from grpo_jax.models import build, gguf_io, hf_config, hf_io
 from grpo_jax.rundir import names, paths
 from grpo_jax.sharding import distributed
@@ -61,7 +61,7 @@ def export_run(
   ``gs://``); returns ``out``. ``log`` prints on process 0 only."""
   from grpo_jax.train.loop import setup
 
-  cfg = views.build(cfg)
+  cfg = experiment.build(cfg)
   if paths.is_uri(out):
     raise ValueError(f"export writes a local Hugging Face directory (--out); got {out}")
   workdir, out = epath.Path(workdir), pathlib.Path(out)

@@ -18,8 +18,8 @@ from etils import epath
 
 from grpo_jax import data, models, strategy
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config import experiment, provenance, resume
 from grpo_jax.config import files as config_file
-from grpo_jax.config import provenance, resume, views
 from grpo_jax.data import pass_rates
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval.runner import EvalLoop, benchmark_sets, eval_policy
@@ -82,7 +82,7 @@ def load_data(cfg, log=print) -> tuple:
 
 def setup(cfg, log=print, loaded: tuple | None = None) -> Setup:
   """``loaded``: ``load_data``'s ``(task, rollout)`` when the caller has read the data."""
-  cfg = views.build(cfg)
+  cfg = experiment.build(cfg)
   # Mesh.
   mesh = shard_lib.make_mesh(cfg.mesh)
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
@@ -125,7 +125,7 @@ def fit_update(cfg, s: Setup, log=print):
   compiled update}): the update at the sampled width T compiled on the run's mesh and
   shardings, checked against the devices' memory (``grpo_jax.train.fit``, ``autofit``); raises
   ``fit.DoesNotFit`` naming its bytes."""
-  cfg = views.build(cfg)
+  cfg = experiment.build(cfg)
   P, T = s.rollout.prompt_len, fit.response_slots(cfg)
   graphdef = lambda e: autofit.with_remat(s.graphdef, s.params, e.model.remat)
 
@@ -187,7 +187,7 @@ def evaluate_run(cfg, workdir: paths.PathLike, step: int | None = None, log=prin
   """``launch.py --mode=eval``: evaluates a run directory's checkpoint (the latest, or ``step``)
   or, with no checkpoint there, the policy as built (``model.hf_path`` or a fresh init).
   ``log`` prints on process 0 only."""
-  cfg = views.build(cfg)
+  cfg = experiment.build(cfg)
   workdir = epath.Path(workdir)
   log = console.primary_log(log)
   s = setup(cfg, log=log)
@@ -226,10 +226,10 @@ def train(
   A workdir with a checkpoint resumes only under the config it started with (up to the keys of
   ``grpo_jax.config.resume.RESUMABLE``) unless ``allow_config_change``, which records the change.
   ``log`` prints on process 0 only (every process runs the same loop and would repeat it).
-  ``cfg``: the experiment, a loaded ConfigDict or its validated ``views.Experiment`` (built
+  ``cfg``: the experiment, a loaded ConfigDict or its validated ``experiment.Experiment`` (built
   here once, and passed on).
   """
-  cfg = views.build(cfg)
+  cfg = experiment.build(cfg)
   if cfg.rollout.off_policy_steps and jax.process_count() > 1:
     raise ValueError(
       "config key rollout.off_policy_steps = 1 runs on one process: the rollout thread's "

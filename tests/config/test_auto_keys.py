@@ -7,7 +7,7 @@ import pathlib
 import pytest
 from ml_collections import ConfigDict
 
-from grpo_jax.config import base_config, finalize, views
+from grpo_jax.config import base_config, experiment, finalize
 from grpo_jax.config import files as config_file
 
 TINY = pathlib.Path(__file__).resolve().parents[2] / "configs/tiny_test.py"
@@ -25,7 +25,7 @@ def test_an_auto_key_takes_an_int_or_auto_in_a_file(key):
   group, name = key.split(".")
   for value in (8, "auto", 0):  # a file may switch the type either way
     cfg = _set(base_config(), key, value)
-    assert views.build(cfg)[group][name] == value
+    assert experiment.build(cfg)[group][name] == value
 
 
 @pytest.mark.parametrize("key", KEYS)

@@ -3,8 +3,8 @@ naming the key and what it needs; their good values load."""
 
 import pytest
 
+from grpo_jax.config import experiment
 from grpo_jax.config import files as config_file
-from grpo_jax.config import views
 from tests.config.test_config import ROOT
 
 TINY = str(ROOT / "configs/tiny_test.py")
@@ -55,7 +55,7 @@ def test_bad_values_fail_at_load(overrides, needle):
   ],
 )
 def test_good_values_load(overrides):
-  e = views.build(config_file.load(TINY, list(overrides)))
+  e = experiment.build(config_file.load(TINY, list(overrides)))
   for override in overrides:
     key, value = override.removeprefix("loss.").split("=")
     assert e.loss[key] == type(e.loss[key])(value), key

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config, recipes, views
+from grpo_jax.config import base_config, experiment, recipes
 from grpo_jax.losses import entropy_control
 from tests.losses import verl_policy_numpy as verl
 
@@ -21,7 +21,7 @@ def make_cfg(**kw):
   cfg = base_config().loss
   for k, v in kw.items():
     cfg[k] = v
-  return views.of(cfg, "loss")
+  return experiment.of(cfg, "loss")
 
 
 def run(logp, old, adv, mask, cfg, key=KEY):

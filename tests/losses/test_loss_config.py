@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config, views
+from grpo_jax.config import base_config, experiment
 from grpo_jax.losses import entropy_control
 
 
@@ -30,7 +30,7 @@ def make_cfg(**kw):
   cfg = base_config().loss
   for k, v in kw.items():
     cfg[k] = v
-  return views.of(cfg, "loss")
+  return experiment.of(cfg, "loss")
 
 
 def run(cfg, inputs=None):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config, views
+from grpo_jax.config import base_config, experiment
 from tests.losses import verl_policy_numpy as verl
 
 E = math.exp
@@ -22,7 +22,7 @@ def make_cfg(**kw):
   cfg = base_config().loss
   for k, v in kw.items():
     cfg[k] = v
-  return views.of(cfg, "loss")
+  return experiment.of(cfg, "loss")
 
 
 def loss_grad_aux(logp, old, adv, mask, cfg):

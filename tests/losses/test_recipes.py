@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config, recipes, views
+from grpo_jax.config import base_config, experiment, recipes
 from grpo_jax.config import files as config_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def test_new_loss_pieces_set_the_papers_values():
     (recipes.sapo_loss, "sapo", (0.0, 0.0), "seq_mean_token_mean"),
   ]:
     cfg = piece(recipes.grpo_loss(base_config()))  # over a piece with a dual clip
-    e = views.of(cfg.loss, "loss")
+    e = experiment.of(cfg.loss, "loss")
     assert (e.kind, e.aggregation, e.dual_clip) == (kind, agg, 0.0)
     assert losses.resolve_clip(e) == eps
   assert (e.sapo_tau_pos, e.sapo_tau_neg) == (1.0, 1.05)
@@ -93,14 +93,14 @@ def test_new_loss_pieces_set_the_papers_values():
 def test_entropy_control_pieces_are_verls_losses():
   # The authors' scripts: Clip-Cov at clip_ratio 1 / 1, r = 2e-4 in (1, 5); KL-Cov β = 1 and
   # no clip (verl's kl_cov loss has none); token_mean; no dual clip in either verl loss.
-  clip = views.of(recipes.clip_cov(recipes.dapo_loss(base_config())).loss, "loss")
+  clip = experiment.of(recipes.clip_cov(recipes.dapo_loss(base_config())).loss, "loss")
   assert (clip.entropy_control, clip.clip_cov_ratio, clip.clip_cov_lb, clip.clip_cov_ub) == (
     "clip_cov", 2e-4, 1.0, 5.0,
   )  # fmt: skip
   assert losses.resolve_clip(clip) == (1.0, 1.0) and clip.dual_clip == 0.0
   cfg = recipes.kl_cov(recipes.dapo_loss(base_config()), ratio=2e-3)
   cfg.loss.num_minibatches = 2
-  kl = views.of(cfg.loss, "loss")
+  kl = experiment.of(cfg.loss, "loss")
   assert (kl.entropy_control, kl.kl_cov_ratio, kl.kl_cov_coef, kl.dual_clip) == (
     "kl_cov", 2e-3, 1.0, 0.0,
   )  # fmt: skip

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses, models, sampling
-from grpo_jax.config import base_config, views
+from grpo_jax.config import base_config, experiment
 from grpo_jax.losses import correction
 from tests.losses import verl_numpy
 
@@ -58,7 +58,7 @@ def _cfg(**kw):
   c = base_config().loss
   for k, v in kw.items():
     c[k] = v
-  return views.of(c, "loss")
+  return experiment.of(c, "loss")
 
 
 def _grad(c, trainer, sample, mask):

@@ -12,7 +12,7 @@ import pytest
 
 from grpo_jax import config as config_lib
 from grpo_jax import models
-from grpo_jax.config import views
+from grpo_jax.config import experiment
 from grpo_jax.models.remat import REMAT_CHOICES
 
 CFG = models.ModelConfig(
@@ -35,7 +35,7 @@ def _loss_and_grad(remat, scan_layers=False):
 
 
 def test_choices_are_the_config_keys():
-  assert {*REMAT_CHOICES, "auto"} == set(views.CHOICES["model.remat"])  # auto: train.autofit
+  assert {*REMAT_CHOICES, "auto"} == set(experiment.CHOICES["model.remat"])  # auto: train.autofit
   assert set(REMAT_CHOICES) == {"none", *POLICIES}
 
 

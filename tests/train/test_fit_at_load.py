@@ -13,8 +13,8 @@ import jax
 import numpy as np
 import pytest
 
+from grpo_jax.config import experiment
 from grpo_jax.config import files as config_file
-from grpo_jax.config import views
 from grpo_jax.train import autofit, fit, loop
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def test_micro_batch_candidates(load_cfg):
 
 
 def _view(cfg):
-  return views.build(cfg)
+  return experiment.build(cfg)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def _view(cfg):
 )
 def test_auto_by_default_resolves_to_the_old_values(config, old):
   cfg = config_file.load(str(ROOT / "configs" / config))
-  m = views.build(cfg).model
+  m = experiment.build(cfg).model
   assert (m.logps_vocab_chunk, m.remat) == ("auto", "auto")  # the defaults
   e, _ = _fit(cfg)
   assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk, e.model.remat) == old

@@ -51,13 +51,13 @@ def test_kl_cov_micro_batches_give_the_full_batch_update(synthetic_batch, rel_di
 
 
 def test_the_share_is_logged_only_with_a_control(load_cfg):
-  from grpo_jax.config import views
+  from grpo_jax.config import experiment
 
   for overrides, logged in ((CLIP_COV, True), (KL_COV, True), ((), False)):
-    e = views.build(load_cfg(overrides))
+    e = experiment.build(load_cfg(overrides))
     kept = step_metrics.active({"entropy/controlled_frac": 0.5, "loss/entropy": 1.0}, e)
     assert ("entropy/controlled_frac" in kept) == logged and "loss/entropy" in kept
     assert entropy_control.applies(e.loss) == logged
   # SAPO has no clip: its clip fractions would be 0 by construction.
-  e = views.build(load_cfg(("loss.kind=sapo",)))
+  e = experiment.build(load_cfg(("loss.kind=sapo",)))
   assert step_metrics.active({"clip/low_frac": 0.0, "clip/high_frac": 0.0}, e) == {}

@@ -1,4 +1,4 @@
-"""Typed views: built at load, every bad value fails there naming the key and its choices."""
+"""The typed Experiment: built at load; a bad value fails there naming the key and its choices."""
 
 import dataclasses
 import os
@@ -12,7 +12,7 @@ import pytest
 
 from grpo_jax import advantages as adv_lib
 from grpo_jax import losses
-from grpo_jax.config import base_config, finalize, views
+from grpo_jax.config import base_config, experiment, finalize
 from grpo_jax.config import files as config_file
 from tests.config.test_config import ROOT
 
@@ -22,9 +22,9 @@ STRATEGY = str(ROOT / "configs/tiny_sweep.py")
 
 def test_view_fields_are_the_config_keys():
   cfg = base_config()
-  for name, cls in views.GROUPS.items():
+  for name, cls in experiment.GROUPS.items():
     assert {f.name for f in dataclasses.fields(cls)} == set(cfg[name].keys()), name
-  assert set(views.GROUPS) | {"seed", "steps"} == set(cfg.keys())
+  assert set(experiment.GROUPS) | {"seed", "steps"} == set(cfg.keys())
 
 
 def test_choices_are_the_registries():
@@ -32,15 +32,15 @@ def test_choices_are_the_registries():
 
   from grpo_jax.config import checks
 
-  assert set(checks.REGISTRIES) == set(views.CHOICES) - {"model.remat", "strategy.source"}
+  assert set(checks.REGISTRIES) == set(experiment.CHOICES) - {"model.remat", "strategy.source"}
   for key, (module, table) in checks.REGISTRIES.items():
     names = getattr(importlib.import_module(module), table)
-    assert tuple(sorted(names)) == views.CHOICES[key], key
+    assert tuple(sorted(names)) == experiment.CHOICES[key], key
 
 
-def test_build_gives_frozen_typed_views():
-  e = views.build(config_file.load(TINY))
-  assert isinstance(e.loss, views.Loss) and e.loss.kind == "grpo"
+def test_build_gives_frozen_typed_groups():
+  e = experiment.build(config_file.load(TINY))
+  assert isinstance(e.loss, experiment.Loss) and e.loss.kind == "grpo"
   assert isinstance(e.advantage.offset_coef, float) and e.eval.ks == (1, 4)
   assert "hadw" in e and e["hadw"] is e.hadw and e.checkpoint.every == 1
   with pytest.raises(dataclasses.FrozenInstanceError):
@@ -142,16 +142,16 @@ def test_wrong_type_in_a_config_file_fails(key, value, what):
     finalize(cfg)
 
 
-def test_of_converts_a_group_and_passes_views_through():
+def test_of_converts_a_group_and_passes_groups_through():
   cfg = base_config()
-  loss_view = views.of(cfg.loss)
-  assert isinstance(loss_view, views.Loss) and views.of(loss_view) is loss_view
+  loss_view = experiment.of(cfg.loss)
+  assert isinstance(loss_view, experiment.Loss) and experiment.of(loss_view) is loss_view
   cfg.loss.kind = "ppo"
   with pytest.raises(ValueError, match="loss.kind"):
-    views.of(cfg.loss)
+    experiment.of(cfg.loss)
 
 
-def test_math_gives_the_same_numbers_on_views_and_configdicts():
+def test_math_gives_the_same_numbers_on_groups_and_configdicts():
   cfg = base_config()
   cfg.advantage.offset_coef = -0.5
   cfg.advantage.baseline = "subgroup_offset"
@@ -161,7 +161,7 @@ def test_math_gives_the_same_numbers_on_views_and_configdicts():
   sid = np.array([0, 0, 1, 1, 4, 5, 5, 5], np.int32)
   anchor, key = adv_lib.init_anchor(cfg.hadw), jax.random.key(0)
   a1, _, _ = adv_lib.compute(r, gid, sid, cfg, anchor, key)
-  a2, _, _ = adv_lib.compute(r, gid, sid, views.build(cfg, cross=False), anchor, key)
+  a2, _, _ = adv_lib.compute(r, gid, sid, experiment.build(cfg, cross=False), anchor, key)
   np.testing.assert_array_equal(np.asarray(a1), np.asarray(a2))
 
   rng = np.random.default_rng(0)
@@ -170,7 +170,7 @@ def test_math_gives_the_same_numbers_on_views_and_configdicts():
   adv = rng.normal(size=4).astype(np.float32)
   out = [
     losses.policy_loss(lp, old, adv, mask, c, losses.denominators(mask, c))[0]
-    for c in (cfg.loss, views.of(cfg.loss))
+    for c in (cfg.loss, experiment.of(cfg.loss))
   ]
   assert float(out[0]) == float(out[1])
 
@@ -270,7 +270,7 @@ def test_decode_slots_rules():
 def test_every_key_is_declared_with_a_doc_and_docs_config_is_current():
   from grpo_jax.config import reference
 
-  for name, cls in views.GROUPS.items():
+  for name, cls in experiment.GROUPS.items():
     for f in dataclasses.fields(cls):
       assert f.metadata["doc"], f"{name}.{f.name} has no doc"
   page = (ROOT / "docs/config.md").read_text()
@@ -280,10 +280,10 @@ def test_every_key_is_declared_with_a_doc_and_docs_config_is_current():
 def test_a_declaration_is_the_default_and_the_rule():
   # The field's declaration is what base_config holds and what validation enforces: change
   # one declaration and both move.
-  field = next(f for f in dataclasses.fields(views.Loss) if f.name == "ratio_log_clamp")
+  field = next(f for f in dataclasses.fields(experiment.Loss) if f.name == "ratio_log_clamp")
   assert base_config().loss.ratio_log_clamp == field.default == 20.0
   assert field.metadata["gt"] == 0
   cfg = base_config()
   cfg.loss.ratio_log_clamp = 0.0
   with pytest.raises(ValueError, match=r"loss.ratio_log_clamp = 0.0 must be > 0"):
-    views.build(cfg)
+    experiment.build(cfg)

@@ -17,7 +17,7 @@ import typing
 from ml_collections import ConfigDict
 
 from grpo_jax.config.checks import check_experiment
-from grpo_jax.config.fields import View, build_view, check_field, coerce, spec
+from grpo_jax.config.fields import Group, build_group, check_field, coerce, spec
 from grpo_jax.config.groups_method import (
   Advantage,
   Dapo,
@@ -41,7 +41,7 @@ from grpo_jax.config.groups_run import (
 )
 
 # In base_config's order.
-GROUPS: dict[str, type[View]] = {
+GROUPS: dict[str, type[Group]] = {
   cls.GROUP: cls
   for cls in (
     Model,
@@ -111,7 +111,7 @@ class Experiment:
 
 
 def build(cfg: ConfigDict, cross: bool = True) -> Experiment:
-  """The typed views of a whole experiment config; raises ValueError naming the first bad key.
+  """The typed groups of a whole experiment config; raises ValueError naming the first bad key.
 
   ``cross=False`` skips the cross-group rules (``checks.check_experiment``)."""
   if isinstance(cfg, Experiment):
@@ -122,7 +122,7 @@ def build(cfg: ConfigDict, cross: bool = True) -> Experiment:
   for name in TOP:
     top[name] = coerce(name, cfg[name], hints[name])
     check_field(name, top[name], fields[name].metadata)
-  groups = {name: build_view(cls, name, cfg[name]) for name, cls in GROUPS.items()}
+  groups = {name: build_group(cls, name, cfg[name]) for name, cls in GROUPS.items()}
   e = Experiment(cfg=cfg, **top, **groups)
   if cross:
     check_experiment(e)
@@ -130,10 +130,10 @@ def build(cfg: ConfigDict, cross: bool = True) -> Experiment:
 
 
 def of(x, group: str | None = None):
-  """The view of ``x``: a view or Experiment as is; a whole ConfigDict config as an Experiment
-  (group rules only); a ConfigDict group as its view (``group`` names it, else its key set
-  does)."""
-  if isinstance(x, View | Experiment):
+  """The typed form of ``x``: a group or Experiment as is; a whole ConfigDict config as an
+  Experiment (group rules only); a ConfigDict group as its typed group (``group`` names it, else
+  its key set does)."""
+  if isinstance(x, Group | Experiment):
     return x
   keys = set(x.keys())
   if group is None:
@@ -143,7 +143,7 @@ def of(x, group: str | None = None):
     if len(matches) != 1:
       raise ValueError(f"cannot tell which config group has the keys {sorted(keys)}")
     group = matches[0]
-  return build_view(GROUPS[group], group, x)
+  return build_group(GROUPS[group], group, x)
 
 
 # The top-level keys, declared on Experiment.
@@ -155,7 +155,7 @@ __all__ = [
   "GROUPS",
   "TOP",
   "Experiment",
-  "View",
+  "Group",
   "build",
   "of",
   *(c.__name__ for c in GROUPS.values()),
