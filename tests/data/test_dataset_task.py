@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-import real_model
 
 from grpo_jax import config as config_lib
 from grpo_jax import models
@@ -15,6 +14,7 @@ from grpo_jax.data.dataset_task import DatasetTask, Keys, split_heldout
 from grpo_jax.data.math.task import MathOptions
 from grpo_jax.data.rewarded import RewardedTask
 from grpo_jax.rewards.functions import RewardError, RewardFunctions
+from tests.support import real_model
 
 ROWS = [{"question": f"What is {i} + 2?", "gold": i + 2, "level": i % 3} for i in range(8)]
 

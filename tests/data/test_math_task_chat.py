@@ -5,13 +5,13 @@ import json
 
 import numpy as np
 import pytest
-import real_model
 
 from grpo_jax import config as config_lib
 from grpo_jax import models
 from grpo_jax.data import hf_tokenizer
 from grpo_jax.data.math.task import MathTask
 from grpo_jax.strategy import previews as two_stage
+from tests.support import real_model
 
 ROWS = [
   {

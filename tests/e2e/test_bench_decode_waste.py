@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 import pytest
-import xla_env
+
+from tests.e2e import xla_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,8 @@ import sys
 
 import numpy as np
 import pytest
-import xla_env
+
+from tests.e2e import xla_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -292,7 +293,7 @@ def test_bench_accelerator_skips_what_the_budget_cannot_hold(tmp_path):
 @pytest.fixture(scope="module")
 def two_layer_dir():
   """SmolLM2-135M-Instruct cut to 2 layers: its tokenizer, chat template and shapes."""
-  import real_model  # noqa: PLC0415
+  from tests.support import real_model  # noqa: PLC0415
 
   return str(real_model.truncated_dir(2))
 

@@ -15,10 +15,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 from etils import epath
-from gcs_emulator import BUCKET, patched_environ
 from google.cloud import storage
 
 from grpo_jax.train import tb_events
+from tests.support.gcs_emulator import BUCKET, patched_environ
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCH = [sys.executable, str(ROOT / "experiments/launch.py")]

@@ -10,7 +10,15 @@ import sys
 import time
 
 import pytest
-from multihost_launch import assert_same_run, final, port, run_pair, run_single, start_pair
+
+from tests.e2e.multihost_launch import (
+  assert_same_run,
+  final,
+  port,
+  run_pair,
+  run_single,
+  start_pair,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,8 @@ import json
 import datasets
 import numpy as np
 import pytest
-from multihost_launch import assert_same_run, final, metrics, run_pair, run_single, work
+
+from tests.e2e.multihost_launch import assert_same_run, final, metrics, run_pair, run_single, work
 
 STRATEGY = [
   "--config.strategy.enabled=true",

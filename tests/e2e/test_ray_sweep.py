@@ -14,16 +14,15 @@ import sys
 import textwrap
 import time
 
-import cpu_share
 import jax
 import numpy as np
 import pytest
-from multihost_launch import final as _final
 
 from grpo_jax.runs import ray_sweep
+from tests.e2e.multihost_launch import final as _final
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-WORKER = str(ROOT / "tests/multihost_worker.py")  # the launcher, with a reward that has signal
+WORKER = str(ROOT / "tests/e2e/multihost_worker.py")  # the launcher, with a reward that has signal
 SWEEP_FILE = textwrap.dedent(f"""
   from grpo_jax.config.files import load_module
 
@@ -120,8 +119,7 @@ def ray_cluster(tmp_path, launcher_env):
   start += [f"--object-store-memory={200 * 2**20}"]
   start += [f"--temp-dir={temp}"]
   env = dict(launcher_env(4), RAY_USAGE_STATS_ENABLED="0")
-  # The cluster and its members use every core: they mostly wait (cpu_share.unpinned).
-  subprocess.run(cpu_share.unpinned(start), env=env, check=True, capture_output=True, timeout=120)
+  subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
   try:
     yield f"127.0.0.1:{port}"
   finally:
@@ -144,7 +142,7 @@ def test_ray_sweep_two_at_a_time_with_a_killed_process_equals_the_sequential_swe
   # process sees 4 devices, a member's 8 like the sequential run's.
   env = launcher_env(4)
   pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-  proc = subprocess.Popen(cpu_share.unpinned(cmd), env=env, **pipes)
+  proc = subprocess.Popen(cmd, env=env, **pipes)
   _kill_mid_member(root / KILLED, proc)
   out, _ = proc.communicate(timeout=1200)
   assert proc.returncode == 0, out[-4000:]

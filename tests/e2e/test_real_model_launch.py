@@ -5,7 +5,7 @@ held-out evaluation, then the exported policy in transformers.
 The checkpoint is cut to its first 2 of 30 decoder layers (fixture ``smollm2_2layer_dir``): the
 pipeline sees the real tokenizer, embeddings and chat template at a fifteenth of the compile
 time; the full 30-layer model is checked against transformers in
-``tests/models/test_real_model_parity.py``. One subprocess (``tests/real_model_modes.py``, one
+``tests/models/test_real_model_parity.py``. One subprocess (``tests/e2e/real_model_modes.py``, one
 CPU device) runs the modes one after another, so the modes that sample the same shapes share
 the sampler's compilation, and a second runs the online two-stage mode on two simulated devices
 (a sharded mesh); each test below reads one run directory. The programs are compiled with XLA's
@@ -22,13 +22,13 @@ import subprocess
 import sys
 
 import jax
-import metrics_doc
 import numpy as np
 import pytest
-import xla_env
-from real_model_modes import MODES
 
 from grpo_jax.rundir import read
+from tests.e2e import xla_env
+from tests.e2e.real_model_modes import MODES
+from tests.support import metrics_doc
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.xdist_group("smollm2_tier")
@@ -47,7 +47,7 @@ def runs(tmp_path_factory, smollm2_2layer_dir):
     if not (root / ".done").exists():
       shutil.rmtree(root, ignore_errors=True)
       root.mkdir()
-      script = [sys.executable, str(ROOT / "tests/real_model_modes.py"), str(root), str(hf)]
+      script = [sys.executable, str(ROOT / "tests/e2e/real_model_modes.py"), str(root), str(hf)]
       for devices, part in ((1, []), (2, ["sharded"])):
         env = dict(os.environ, JAX_PLATFORMS="cpu")
         env["XLA_FLAGS"] = xla_env.flags(devices=devices, optimize=True)

@@ -26,7 +26,7 @@ def _run(args, timeout=900):
 @pytest.mark.slow
 @pytest.mark.xdist_group("tiny_sweep")
 def test_sweep_runs_skips_and_resumes_through_the_launcher(tiny_sweep, tmp_path):
-  root, out = tiny_sweep  # the launcher's --sweep on configs/tiny_sweep.py (tests/conftest.py)
+  root, out = tiny_sweep  # the launcher's --sweep on configs/tiny_sweep.py (tests/plugin.py)
   names = [
     "seed=0,advantage.offset_coef=0.0,hadw.enabled=false",
     "seed=0,advantage.offset_coef=-0.5,hadw.enabled=true",

@@ -14,9 +14,9 @@ import sys
 
 import numpy as np
 import pytest
-import xla_env
 
 from grpo_jax.rundir import read
+from tests.e2e import xla_env
 
 if importlib.util.find_spec("vllm") is None:  # not imported: the launcher runs it
   pytest.skip("needs vLLM (the .[vllm] extra)", allow_module_level=True)

@@ -18,10 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers_sampling import left_padded_prompts
 
 from grpo_jax import models, sampling
 from grpo_jax.sampling import sampler as sampler_lib
+from tests.support.sampling import left_padded_prompts
 
 CFG = models.PRESETS["test"]  # vocab 64, hidden 64, 2 layers, 4 heads, 2 kv heads
 V, PAD, NO_EOS = CFG.vocab_size, 0, CFG.vocab_size + 5

@@ -9,12 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers_models import FAMILIES, small_config
 
 from grpo_jax import models, sampling
 from grpo_jax.models import pack_plan
 from grpo_jax.models.chunked_logps import chunked_token_logps
 from grpo_jax.models.layer_stack import is_stacked, stack_layers, unstack_layers
+from tests.support.models import FAMILIES, small_config
 
 V, P, T = 97, 8, 10
 IDS = [f for f, _ in FAMILIES]

@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from helpers_models import small_config
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -18,6 +17,7 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.models import hf_io, safetensors_io
 from grpo_jax.models.layer_stack import is_stacked, stack_layers
 from grpo_jax.sharding import rules
+from tests.support.models import small_config
 
 CFG = small_config(vocab=64, tie_embeddings=False, scan_layers=True)
 

@@ -3,9 +3,9 @@ unrolled update's metrics and new parameters (stacked), shared prompts and micro
 
 import jax
 import numpy as np
-from helpers_update import length_aware, run, short_batch
 
 from grpo_jax.models.layer_stack import is_stacked, stack_layers
+from tests.support.length_aware import length_aware, run, short_batch
 
 SETTINGS = (
   "loss.share_prompt=True",

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers_models import FAMILIES, small_model
 
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
@@ -22,6 +21,7 @@ from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.sampling.generate import generate
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.train.update import check_shared_prompts, prompt_share
+from tests.support.models import FAMILIES, small_model
 
 P, T, V = 10, 12, 97
 

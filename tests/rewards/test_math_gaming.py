@@ -6,12 +6,12 @@ full path: fast path, closed-form route and math-verify in the worker) in one ca
 rules are stated in ``grpo_jax/rewards/math/units.py`` and ``fastpath.py``.
 """
 
-import grading_battery as battery
 import pytest
-from grading_battery import F, T
 
 from grpo_jax.rewards import math as rm
 from grpo_jax.rewards.math import verify as rv
+from tests.rewards import grading_battery as battery
+from tests.rewards.grading_battery import F, T
 
 CASES = {
   # A letter glued to the number (or a lone letter after it) is a variable, not a unit.

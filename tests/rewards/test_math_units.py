@@ -5,14 +5,14 @@ change a number are ``test_math_gaming.py``.
 Every case is (answer, gold, expected reward), graded through ``score_batch`` in one call.
 """
 
-import grading_battery as battery
 import numpy as np
 import pytest
-from grading_battery import F, T
-from grading_battery import boxed as B
 
 from grpo_jax.rewards import math as rm
 from grpo_jax.rewards.math import units
+from tests.rewards import grading_battery as battery
+from tests.rewards.grading_battery import F, T
+from tests.rewards.grading_battery import boxed as B
 
 CASES = {
   "units_accepted": [

@@ -5,16 +5,16 @@ to an uninterrupted one."""
 
 import pathlib
 
-import metrics_doc
 import numpy as np
 import pytest
-from helpers_update import tiny_loop
 
 from grpo_jax.config import files as config_file
 from grpo_jax.rewards.functions import RewardError
 from grpo_jax.rollout.overlap import Prefetcher, prefetch_path
 from grpo_jax.rundir import read
 from grpo_jax.train import loop
+from tests.support import metrics_doc
+from tests.support.length_aware import tiny_loop
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,6 @@ import threading
 
 import numpy as np
 import pytest
-import real_model
 
 from grpo_jax import models
 from grpo_jax.config import files as config_file
@@ -19,6 +18,7 @@ from grpo_jax.rewards.functions import RewardFunctions
 from grpo_jax.rollout.one_stage import OneStageRollout
 from grpo_jax.rollout.protocols import Rollout, Task
 from grpo_jax.rollout.registry import ROLLOUTS
+from tests.support import real_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROWS = [{"id": str(i), "problem": f"{i} + 1?", "answer": str(i + 1)} for i in range(4)]

@@ -1,7 +1,7 @@
 """The notebooks run top to bottom (nbclient) on a tiny sweep's run directories and on the bias
 script's output, and are stored without outputs; the HA-DW notebook also on run directories
 whose held-out results have difficulty levels, and the results notebook's study section on a
-made-up study split over two work directories (tests/fake_study.py)."""
+made-up study split over two work directories (tests/runs/fake_study.py)."""
 
 import importlib.util
 import json
@@ -9,13 +9,13 @@ import os
 import pathlib
 import re
 
-import fake_study
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
 from grpo_jax.eval import benchmarks
 from grpo_jax.runs import bias_simulation, sweep
+from tests.runs import fake_study
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOKS = ("results.ipynb", "hadw_diagnostics.ipynb", "bias.ipynb", "run_overview.ipynb")
@@ -86,7 +86,7 @@ def _run_with_levels(root: pathlib.Path, name: str, hadw: bool, gain: float) -> 
 @pytest.mark.slow
 @pytest.mark.xdist_group("tiny_sweep")
 def test_notebooks_run_on_a_tiny_sweep(tiny_sweep, tmp_path, monkeypatch):
-  root, _ = tiny_sweep  # the four runs of configs/tiny_sweep.py (tests/conftest.py)
+  root, _ = tiny_sweep  # the four runs of configs/tiny_sweep.py (tests/plugin.py)
   runs = sweep.expand(str(ROOT / "configs/tiny_sweep.py"))
   assert [sweep.run_status(root / r.name) for r in runs] == ["done"] * 4
   _bias_output(tmp_path / "bias")

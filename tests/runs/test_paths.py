@@ -28,7 +28,8 @@ def test_appends_on_cloud_storage_upload_each_line_once(monkeypatch):
   """On a GCS API server (127.0.0.1): every append uploads only its own text, composed onto the
   object, and leaves no part object behind; what a reader sees is every line in order."""
   import fsspec
-  from gcs_emulator import BUCKET, emulator, patched_environ
+
+  from tests.support.gcs_emulator import BUCKET, emulator, patched_environ
 
   uploaded, real_url_to_fs = [], fsspec.core.url_to_fs
 

@@ -7,12 +7,12 @@ import json
 import pathlib
 import shutil
 
-import fake_study
 import matplotlib.pyplot as plt
 import pytest
 
 from grpo_jax.config import files as config_file
 from grpo_jax.runs import study
+from tests.runs import fake_study
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -287,7 +287,7 @@ def test_runs_recorded_under_replaced_keys_keep_their_directories(tmp_path):
   """configs/study.py's runs recorded under the three booleans advantage.offset_control replaced
   (their names and sweep_run.json) are its members: the finished ones are skipped, an unfinished
   one resumes in its own directory, and no run starts again under its new name."""
-  import fake_study
+  from tests.runs import fake_study
 
   root = fake_study.make(tmp_path / "study", seeds=(0, 1), recorded=True)
   old = sorted(p.name for p in root.iterdir())

@@ -10,12 +10,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers_sampling import left_padded_prompts
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
 from grpo_jax.sampling import waste
+from tests.support.sampling import left_padded_prompts
 
 CFG = models.PRESETS["test"]  # vocab 64, 2 layers
 V, PAD = CFG.vocab_size, 0
@@ -112,7 +112,7 @@ def test_row_blocks_under_a_mesh(model):
   """Rows over a (data 4, fsdp 2) mesh, one block of rows and slots per device: the rows of the
   single-device sampler, the steps of the per-block schedule."""
   devices = jax.devices()
-  assert len(devices) == 8, "tests/conftest.py provides 8 simulated CPU devices"
+  assert len(devices) == 8, "tests/plugin.py provides 8 simulated CPU devices"
   prompt_NxP, mask_NxP = left_padded_prompts(32, 6, V, PAD, seed=5)
   plain = _sample(model, (prompt_NxP, mask_NxP))
   mesh = Mesh(np.array(devices).reshape(4, 2), ("data", "fsdp"))

@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers_sampling import left_padded_prompts
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpo_jax import models, sampling
 from grpo_jax import sharding as shard_lib
+from tests.support.sampling import left_padded_prompts
 
 CFG = models.PRESETS["test"]  # vocab 64, hidden 64, 2 layers, 4 heads, 2 kv heads, head_dim 16
 V = CFG.vocab_size
@@ -294,7 +294,7 @@ def test_compiled_once_and_pad_id_is_only_a_filler(model):
 def test_sharded_prompts_give_the_same_samples(model):
   """Prompts sharded over the batch axes of a (data, fsdp) mesh, params replicated."""
   devices = jax.devices()
-  assert len(devices) == 8, "tests/conftest.py provides 8 simulated CPU devices"
+  assert len(devices) == 8, "tests/plugin.py provides 8 simulated CPU devices"
   graphdef, params = model
   prompt_NxP, mask_NxP = _prompts(16, 5, seed=7)
   kw = dict(max_new_tokens=6, eos_id=7, pad_id=PAD, temperature=1.0)

@@ -8,16 +8,16 @@ from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
-import metrics_doc
 import numpy as np
 import pytest
-from helpers_models import FAMILIES, small_model
-from helpers_update import length_aware, run, short_batch, tiny_loop
 
 from grpo_jax import models
 from grpo_jax.models import pack_plan
 from grpo_jax.models.packing import packed_mask
 from grpo_jax.train.packing import Packer, cell_rows, cell_size
+from tests.support import metrics_doc
+from tests.support.length_aware import length_aware, run, short_batch, tiny_loop
+from tests.support.models import FAMILIES, small_model
 
 # Four rows, P = 3 prompt slots, T = 3 response slots (0 = padding).
 TOKENS = np.array(

@@ -3,7 +3,6 @@ is neither logged nor checkpointed: the run resumes from the step before."""
 
 import pathlib
 
-import metrics_doc
 import numpy as np
 import pytest
 
@@ -12,6 +11,7 @@ from grpo_jax.rewards.functions import RewardError
 from grpo_jax.rundir import read
 from grpo_jax.train import loop
 from grpo_jax.train.checkpoint import Checkpointer
+from tests.support import metrics_doc
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FLAKY = """

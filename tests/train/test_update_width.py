@@ -6,7 +6,6 @@ by hand."""
 import jax
 import numpy as np
 import pytest
-from helpers_update import LONGEST, length_aware, run, short_batch, to_host
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.rollout.batch import UpdateBatch
@@ -16,6 +15,7 @@ from grpo_jax.train.length_buckets import (
   cut,
   longest_completion,
 )
+from tests.support.length_aware import LONGEST, length_aware, run, short_batch, to_host
 
 KL = ("loss.kl_coef=0.05", "loss.entropy_coef=0.01")
 CASES = {

@@ -16,7 +16,7 @@ import numpy as np
 from grpo_jax.config import files as config_file
 from grpo_jax.runs import sweep
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROBLEMS, SAMPLES, STEPS = 40, 8, 6
 
 

@@ -1,4 +1,4 @@
-"""``python tests/gcs_emulator_server.py start --port N ...``: the ``gcp-storage-emulator``
+"""``python tests/support/gcs_emulator_server.py start --port N ...``: the ``gcp-storage-emulator``
 server with the object generations that real GCS reports and tensorstore relies on.
 
 The emulator stores a generation per object but leaves it out of media downloads and ignores

@@ -1,7 +1,7 @@
 """Two RL steps of every training mode on SmolLM2-135M-Instruct, through the launcher, in one
 process (so the modes that sample the same shapes share the sampler's compilation).
 
-  python tests/real_model_modes.py ROOT HF_DIR [sharded]
+  python tests/e2e/real_model_modes.py ROOT HF_DIR [sharded]
 
 ``HF_DIR`` is the checkpoint cut to its first 2 of 30 layers (``real_model.truncated_dir``): the
 real tokenizer, chat template and embeddings at a fifteenth of the compile time. The modes run
@@ -23,7 +23,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 ONE_STAGE = ["--config.strategy.enabled=false", "--config.advantage.baseline=group"]
 PRESAMPLED = [
@@ -81,7 +81,7 @@ SHARDED = ("online",)
 
 
 def main(root: str, hf_dir: str, part: str = "") -> int:
-  # Compiled programs persist in the suite's cache (``tests/conftest.py``, inherited through
+  # Compiled programs persist in the suite's cache (``tests/plugin.py``, inherited through
   # the environment): the seven modes' updates take most of the tier's time.
   from grpo_jax.runs import launcher as launch
 

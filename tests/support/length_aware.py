@@ -17,7 +17,7 @@ from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LONGEST = 5  # completion slots used of the tiny config's T = 12: bucket width 6 of (2, 3, 6, 12)
 
 

@@ -13,10 +13,10 @@ import orbax.checkpoint as ocp
 
 from grpo_jax.sharding import ports
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKER = [
   sys.executable,
-  str(ROOT / "tests/multihost_worker.py"),
+  str(ROOT / "tests/e2e/multihost_worker.py"),
   "--config",
   str(ROOT / "configs/tiny_test.py"),
 ]

@@ -5,7 +5,7 @@ backticks, a key starting with ``/`` continuing the first key's prefix (```rewar
 import pathlib
 import re
 
-PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs/metrics.md"
+PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs/metrics.md"
 
 
 def patterns(text: str) -> list[re.Pattern]:

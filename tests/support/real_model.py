@@ -10,7 +10,7 @@ sets them). ``truncated_dir(n)`` is that directory cut to its first ``n`` of 30 
 the real tokenizer, chat template, embeddings and final norm, at a fraction of the compile and
 step time (the pipeline tests; full-depth parity is ``test_real_model_parity.py``).
 All live in ``$GRPO_JAX_CACHE`` (default ``~/.cache/grpo_jax``) and are reused by later runs; a
-file lock keeps parallel test workers from building them twice. ``tests/conftest.py`` exposes
+file lock keeps parallel test workers from building them twice. ``tests/plugin.py`` exposes
 them as the session fixtures ``smollm2_gguf``, ``smollm2_hf_dir`` and ``smollm2_2layer_dir``.
 Nothing here is committed to the repository.
 """
