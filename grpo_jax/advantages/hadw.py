@@ -64,8 +64,6 @@ def update_anchor(
   ``hc`` is the ``hadw`` group. η_t is 0 except for ``kalman``.
   """
   kind = hc.anchor
-  if kind not in ANCHORS:
-    raise ValueError(f"hadw.anchor must be one of {ANCHORS}, got {kind!r}")
   y = jnp.asarray(batch_acc, jnp.float32)
   first = anchor["step"] == 0
   prior = jnp.where(first, y, anchor["belief"])  # METHODS §3: C⁻ := y_1 on the first step
@@ -74,8 +72,6 @@ def update_anchor(
     history_H, count = _push(anchor, y)
     posterior, _ = _buffer_mean_std(history_H, count)
   elif kind == "kalman":
-    if hc.sigma_of not in SIGMA_OF:
-      raise ValueError(f"hadw.sigma_of must be one of {SIGMA_OF}, got {hc.sigma_of!r}")
     _, sigma = _buffer_mean_std(anchor["history"], anchor["count"])
     sigma = jnp.where(anchor["count"] >= 2, sigma, 1.0)
     # The clamp keeps C⁺ a convex combination (the TRL PR has none and can overshoot).

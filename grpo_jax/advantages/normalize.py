@@ -68,10 +68,6 @@ def normalize(
 
   With ``scale_of='advantages'`` the caller zeroes Ã's rounding first (:func:`zero_rounding`).
   """
-  if scale not in SCALES:
-    raise ValueError(f"advantage.scale must be one of {sorted(SCALES)}, got {scale!r}")
-  if scale_of not in SCALE_OF:
-    raise ValueError(f"advantage.scale_of must be one of {SCALE_OF}, got {scale_of!r}")
   source_N = rewards_N if scale_of == "rewards" else raw_N
   sigma_N = SCALES[scale](source_N, group_ids_N, valid_N)
   if sigma_N is None:

@@ -32,8 +32,6 @@ def offset_permutation(
   lists is a uniform permutation inside every block, with one sort and no per-group loop.
   Empty slots map to themselves. Shapes: S -> S (int32).
   """
-  if scope not in SCOPES:
-    raise ValueError(f"advantage.offset_shuffle_scope must be one of {SCOPES}, got {scope!r}")
   n = subgroup_group_S.shape[0]
   slot_S = jnp.arange(n, dtype=jnp.int32)
   block_S = subgroup_group_S if scope == "prompt" else jnp.zeros_like(subgroup_group_S)

@@ -45,8 +45,6 @@ def policy_config(model_cfg, vocab_size: int | None = None) -> ModelConfig:
   preset = model_cfg.preset
   if not preset:
     return ModelConfig.from_config(model_cfg, vocab_size=vocab_size)
-  if preset not in PRESETS:
-    raise ValueError(f"unknown model.preset '{preset}'; available: {sorted(PRESETS)}")
   cfg = dataclasses.replace(
     PRESETS[preset], remat=remat_lib.built(model_cfg.remat), scan_layers=model_cfg.scan_layers
   )

@@ -51,10 +51,6 @@ class PreviewSpec:
   @classmethod
   def from_config(cls, strategy_cfg, tokenizer, stop_ids=None) -> PreviewSpec:
     """``stop_ids``: the task's end tokens (default: the tokenizer's EOS)."""
-    if not strategy_cfg.delimiter:
-      raise ValueError("strategy.delimiter must be a non-empty string")
-    if strategy_cfg.max_preview_tokens < 1:
-      raise ValueError("strategy.max_preview_tokens must be >= 1")
     delimiter_ids = delimiter_token_ids(tokenizer, strategy_cfg.delimiter)
     if not delimiter_ids:
       raise ValueError(

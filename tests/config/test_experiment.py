@@ -53,6 +53,10 @@ def test_build_gives_frozen_typed_groups():
     # Unknown enum values: the key and every valid choice.
     ("advantage.baseline=subgroup_offst", "advantage.baseline.*'group', 'rloo', 'subgroup_offset'"),
     ("advantage.scale=batches", "advantage.scale.*'batch'"),
+    ("advantage.scale_of=reward", "advantage.scale_of.*'advantages', 'rewards'"),
+    ("advantage.offset_shuffle_scope=job", "advantage.offset_shuffle_scope.*'batch', 'prompt'"),
+    ("data.task=gsm8k", "data.task.*'countdown', 'dataset', 'math'"),
+    ("model.preset=huge", "model.preset = 'huge' is not one of"),
     ("hadw.anchor=kalmann", "hadw.anchor.*'fixed', 'kalman', 'window'"),
     ("hadw.sigma_of=belief", "hadw.sigma_of.*'beliefs'"),
     ("loss.kind=ppo", "loss.kind.*'cispo', 'dapo', 'gmpo', 'grpo', 'gspo', 'sapo'"),
@@ -68,6 +72,7 @@ def test_build_gives_frozen_typed_groups():
     ("loss.num_minibatches=-1", r"loss.num_minibatches = -1 must be >= 1"),
     ("loss.micro_batch_size=-2", r"loss.micro_batch_size"),
     ("loss.clip_low=-0.5", r"loss.clip_low = -0.5 must be >= 0 \(or -1.0\)"),
+    ("loss.clip_low=1.5", r"loss.clip_low = 1.5 must be <= 1 for loss.kind = 'grpo'"),
     ("loss.dual_clip=0.5", r"loss.dual_clip = 0.5 must be > 1 \(or 0.0\)"),
     ("loss.ratio_log_clamp=0", r"loss.ratio_log_clamp"),
     ("loss.norm_length=-1", r"loss.norm_length"),

@@ -187,11 +187,3 @@ def test_gmpo_token_mean_weighs_rows_by_length():
     r_N = np.asarray(losses.kinds.token_loss(lp, o, a, mask > 0, make_cfg(kind="gmpo")).ratio_NxT)
   n_N = mask.sum(1)
   assert seq == pytest.approx(np.sum(-adv * r_N[:, 0] * n_N) / n_N.sum(), rel=1e-10)
-
-
-def test_dual_clip_needs_a_surrogate_kind():
-  logp, old, adv, mask = random_rows(4)
-  cfg = base_config().loss
-  cfg.kind, cfg.dual_clip = "cispo", 3.0  # an unvalidated ConfigDict reaches the math
-  with pytest.raises(ValueError, match="dual_clip.*'cispo'"):
-    losses.policy_loss(logp, old, adv, mask, cfg, losses.denominators(mask, cfg))

@@ -120,8 +120,6 @@ def test_overlong_penalty_values():
   # L_max = 10, buffer 4: no penalty up to 6 tokens, then −(L − 6)/4, capped at −1.
   got = ds.overlong_penalty_N([0, 5, 6, 7, 8, 10, 12], 10, 4, 0.5)
   np.testing.assert_allclose(got, 0.5 * np.array([0, 0, 0, -0.25, -0.5, -1.0, -1.0]))
-  with pytest.raises(ValueError, match="overlong_buffer"):
-    ds.overlong_penalty_N([1], 10, 0, 1.0)
 
 
 def test_overlong_filter_and_penalty_in_the_batch():
