@@ -37,7 +37,7 @@ torch tensors.
 vLLM's import loads tvm_ffi, whose library installs its own SIGSEGV handler over the process's
 (Python's faulthandler, or the default action). That handler walks the stack with libgcc's
 unwinder, so a fault inside the unwinder deadlocks on the unwinder's own lock: jaxlib 0.10 faults
-there when it throws a failed XLA:CPU load (docs/results/2026-12-06_map_limit.md), and the
+there when it throws a failed XLA:CPU load (at the kernel's memory-map limit), and the
 process hangs where it would die. ``start`` puts the process's handler back.
 """
 
