@@ -3,10 +3,6 @@ would reject, or silently make meaningless, minutes into a run (loss.num_minibat
 dividing B·G, more previews than completions, the subgroup-offset baseline without strategy
 sampling, ...). Each fails with a ValueError naming the keys. A single field's type, choices and
 range are checked where it is declared (``grpo_jax.config.fields``).
-
-:data:`REGISTRIES` names, for each enum-valued key, the registry of the module that reads it;
-``tests/config/test_experiment.py`` checks the declared choices equal the registry's names (the
-choices are written out so that loading a config imports neither jax nor the model stack).
 """
 
 from __future__ import annotations
@@ -14,34 +10,6 @@ from __future__ import annotations
 import os
 
 from grpo_jax.config.fields import AUTO, fail
-
-# key -> (module, table) whose names the key's declared choices mirror.
-REGISTRIES: dict[str, tuple[str, str]] = {
-  "model.family": ("grpo_jax.models.families", "FAMILIES"),
-  "model.dtype": ("grpo_jax.models.model_config", "DTYPES"),
-  "model.param_dtype": ("grpo_jax.models.model_config", "DTYPES"),
-  "data.task": ("grpo_jax.data.registry", "TASKS"),
-  "data.bad_rows": ("grpo_jax.data.dataset_task", "BAD_ROWS"),
-  "data.template": ("grpo_jax.data.math.templates", "TEMPLATES"),
-  "advantage.baseline": ("grpo_jax.advantages.baselines", "BASELINES"),
-  "advantage.scale": ("grpo_jax.advantages.normalize", "SCALES"),
-  "advantage.scale_of": ("grpo_jax.advantages.normalize", "SCALE_OF"),
-  "advantage.offset_control": ("grpo_jax.advantages.offset_controls", "OFFSET_CONTROLS"),
-  "advantage.offset_shuffle_scope": ("grpo_jax.advantages.shuffle", "SCOPES"),
-  "warmstart.supervise": ("grpo_jax.train.warmstart", "SUPERVISE"),
-  "hadw.anchor": ("grpo_jax.advantages.hadw", "ANCHORS"),
-  "hadw.sigma_of": ("grpo_jax.advantages.hadw", "SIGMA_OF"),
-  "loss.kind": ("grpo_jax.losses.policy", "LOSS_KINDS"),
-  "loss.aggregation": ("grpo_jax.losses.aggregation", "AGGREGATIONS"),
-  "loss.kl_estimator": ("grpo_jax.losses.kl", "KL_ESTIMATORS"),
-  "loss.rollout_correction": ("grpo_jax.losses.correction", "CORRECTIONS"),
-  "loss.entropy_control": ("grpo_jax.losses.entropy_control", "CONTROLS"),
-  "sampling.engine": ("grpo_jax.sampling.engine", "ENGINES"),
-  "dapo.filter_metric": ("grpo_jax.rollout.dynamic_sampling", "FILTER_METRICS"),
-  "mesh.train_rules": ("grpo_jax.sharding.rules", "PRESETS"),
-  "mesh.sample_rules": ("grpo_jax.sharding.rules", "PRESETS"),
-  "logging.wandb_mode": ("grpo_jax.train.wandb_tracker", "MODES"),
-}
 
 
 def check_experiment(e) -> None:
@@ -162,4 +130,4 @@ def _check_data(e) -> None:
       )
 
 
-__all__ = ["REGISTRIES", "check_experiment"]
+__all__ = ["check_experiment"]

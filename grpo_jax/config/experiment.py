@@ -72,6 +72,15 @@ CHOICES: dict[str, tuple[str, ...]] = {
   if f.metadata["choices"]
 }
 
+# key -> "module.TABLE", the registry whose names an enum key's choices are (the choices are
+# written on the field so that loading a config imports neither jax nor the model stack).
+REGISTRIES: dict[str, str] = {
+  f"{name}.{f.name}": f.metadata["registry"]
+  for name, cls in GROUPS.items()
+  for f in dataclasses.fields(cls)
+  if f.metadata["registry"]
+}
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Experiment:
@@ -80,7 +89,9 @@ class Experiment:
   ``"hadw" in e``, ``e["advantage"]``)."""
 
   seed: int = spec(0, doc="the run's seed (initialisation, sampling, data order)")
-  steps: int = spec(60, ge=0, doc="RL steps (one batch of B prompts x G rollouts each)")
+  steps: int = spec(
+    60, ge=0, resumable=True, doc="RL steps (one batch of B prompts x G rollouts each)"
+  )
   model: Model
   data: Data
   profile: Profile
@@ -150,9 +161,27 @@ def of(x, group: str | None = None):
 TOP = ("seed", "steps")
 
 
+def _resumable() -> tuple[str, ...]:
+  """The key patterns that may change on resume (``grpo_jax.config.resume``): the fields
+  declared ``resumable`` and ``group.*`` for a group declared ``RESUMABLE``."""
+  top = [f.name for f in dataclasses.fields(Experiment) if f.name in TOP]
+  keys = [n for n in top if Experiment.__dataclass_fields__[n].metadata["resumable"]]
+  for name, cls in GROUPS.items():
+    if cls.RESUMABLE:
+      keys.append(f"{name}.*")
+    else:
+      keys += [f"{name}.{f.name}" for f in dataclasses.fields(cls) if f.metadata["resumable"]]
+  return tuple(keys)
+
+
+RESUMABLE = _resumable()
+
+
 __all__ = [
   "CHOICES",
   "GROUPS",
+  "REGISTRIES",
+  "RESUMABLE",
   "TOP",
   "Experiment",
   "Group",

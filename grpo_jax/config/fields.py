@@ -8,9 +8,13 @@ are its keys. Building it (:func:`build_group`) checks
   ``tuple[T, ...]``): a string where a number is expected, a float or an int where a bool is,
   fail;
 * its choices (the names of the registry of the module that reads the key, so the error lists
-  exactly the names the code accepts; ``tests/config/test_experiment.py`` checks they agree) and
-  its range (``ge``/``gt``/``le``/``lt``, finite floats);
+  exactly the names the code accepts; the field names that registry, ``registry=``, and
+  ``tests/config/test_experiment.py`` checks they agree) and its range (``ge``/``gt``/``le``/
+  ``lt``, finite floats);
 * the group's own cross-field rules (``Group.check``).
+
+Whether a key may change when a run resumes (``grpo_jax.config.resume``) is declared on it too:
+``spec(..., resumable=True)``, or ``RESUMABLE = True`` on a group whose every key may.
 
 A key annotated ``int | str`` (:func:`auto_spec`) takes an int or the string ``"auto"``: a
 value the run resolves at load (``grpo_jax.train.autofit``), so every reader downstream sees an
@@ -30,6 +34,7 @@ class Group:
   """Base of the groups: read-only mapping access as on a ConfigDict group."""
 
   GROUP = ""
+  RESUMABLE = False  # every key of the group may change on resume
 
   def __getitem__(self, key: str):
     return getattr(self, key)
@@ -62,20 +67,37 @@ RULES = ("ge", "gt", "le", "lt", "off")
 AUTO = "auto"  # an ``int | str`` key's value resolved at load
 
 
-def spec(default, *, choices: tuple[str, ...] = (), doc: str = "", **rules):
-  """One config key: its default, its valid ``choices`` (an enum key), its ``doc`` and its
-  range ``rules``: bounds ``ge``/``gt``/``le``/``lt`` and ``off``, a value outside them that
-  is still allowed (e.g. -1 = 'the default')."""
+def spec(
+  default,
+  *,
+  choices: tuple[str, ...] = (),
+  registry: str = "",
+  doc: str = "",
+  resumable: bool = False,
+  **rules,
+):
+  """One config key: its default, its valid ``choices`` (an enum key) and the ``registry``
+  (``module.TABLE``) of the code that reads them, its ``doc``, whether it may change when a run
+  resumes (``resumable``: how long or how often, never what a step computes) and its range
+  ``rules``: bounds ``ge``/``gt``/``le``/``lt`` and ``off``, a value outside them that is still
+  allowed (e.g. -1 = 'the default')."""
   unknown = set(rules) - set(RULES)
   if unknown:
     raise TypeError(f"spec() rules are {RULES}, not {sorted(unknown)}")
-  meta = {"choices": choices, "doc": doc, **dict.fromkeys(RULES), **rules}
+  meta = {
+    "choices": choices,
+    "registry": registry,
+    "doc": doc,
+    "resumable": resumable,
+    **dict.fromkeys(RULES),
+    **rules,
+  }
   return dataclasses.field(default=default, metadata=meta)
 
 
-def auto_spec(default, *, doc: str = "", **rules):
+def auto_spec(default, *, doc: str = "", resumable: bool = False, **rules):
   """A key that takes an int (within ``rules``) or ``"auto"``; annotate it ``int | str``."""
-  meta = {**spec(default, doc=doc, **rules).metadata, "auto": True}
+  meta = {**spec(default, doc=doc, resumable=resumable, **rules).metadata, "auto": True}
   return dataclasses.field(default=default, metadata=meta)
 
 

@@ -75,13 +75,20 @@ class Advantage(Group):
     "group",
     choices=("group", "rloo", "subgroup_offset"),
     doc="b_i: the group mean, leave-one-out, or the group mean + alpha x the subgroup's offset",
+    registry="grpo_jax.advantages.baselines.BASELINES",
   )
   offset_coef: float = spec(0.0, doc="alpha in b_i = mu_g + alpha * delta_s")
   scale: str = spec(
-    "group", choices=("batch", "group", "none"), doc="the std that divides the advantages"
+    "group",
+    choices=("batch", "group", "none"),
+    doc="the std that divides the advantages",
+    registry="grpo_jax.advantages.normalize.SCALES",
   )
   scale_of: str = spec(
-    "rewards", choices=("advantages", "rewards"), doc="what that std is taken of"
+    "rewards",
+    choices=("advantages", "rewards"),
+    doc="what that std is taken of",
+    registry="grpo_jax.advantages.normalize.SCALE_OF",
   )
   eps: float = spec(1e-6, ge=0, doc="added to the std")
   offset_control: str = spec(
@@ -92,9 +99,13 @@ class Advantage(Group):
       "across subgroups), noise (zero-sum Gaussian noise of each prompt's row-weighted RMS), "
       "magnitude_scramble (each subgroup's own sign, another's magnitude)"
     ),
+    registry="grpo_jax.advantages.offset_controls.OFFSET_CONTROLS",
   )
   offset_shuffle_scope: str = spec(
-    "prompt", choices=("batch", "prompt"), doc="the shuffle permutes within a prompt or the batch"
+    "prompt",
+    choices=("batch", "prompt"),
+    doc="the shuffle permutes within a prompt or the batch",
+    registry="grpo_jax.advantages.shuffle.SCOPES",
   )
   offset_shuffle_recenter: bool = spec(
     False, doc="recentre the shuffled offsets to zero row-weighted mean per prompt"
@@ -111,14 +122,20 @@ class Hadw(Group):
 
   enabled: bool = spec(False, doc="reweight the advantages")
   anchor: str = spec(
-    "window", choices=("fixed", "kalman", "window"), doc="how the anchor C_t is tracked"
+    "window",
+    choices=("fixed", "kalman", "window"),
+    doc="how the anchor C_t is tracked",
+    registry="grpo_jax.advantages.hadw.ANCHORS",
   )
   history: int = spec(10, ge=1, doc="h (window) and m (kalman sigma buffer)")
   include_current: bool = spec(False, doc="the anchor includes the current step's accuracy")
   lambda_scale: float = spec(1.3, gt=0, doc="lambda, the weight's scale")
   eta: float = spec(0.1, ge=0, doc="kalman: the base forgetting factor")
   sigma_of: str = spec(
-    "beliefs", choices=("beliefs", "observations"), doc="kalman: what sigma is taken of"
+    "beliefs",
+    choices=("beliefs", "observations"),
+    doc="kalman: what sigma is taken of",
+    registry="grpo_jax.advantages.hadw.SIGMA_OF",
   )
   fixed_anchor: float = spec(0.5, ge=0, le=1, doc="fixed: the anchor")
 
@@ -131,11 +148,13 @@ class Loss(Group):
     "grpo",
     choices=("cispo", "dapo", "gmpo", "grpo", "gspo", "sapo"),
     doc="the per-token loss, its ratio and default clip range (docs/losses.md)",
+    registry="grpo_jax.losses.policy.LOSS_KINDS",
   )
   aggregation: str = spec(
     "token_mean",
     choices=("seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm", "token_mean"),
     doc="how token terms reduce to the loss",
+    registry="grpo_jax.losses.aggregation.AGGREGATIONS",
   )
   clip_low: float = spec(
     -1.0,
@@ -156,6 +175,7 @@ class Loss(Group):
       "the high-covariance tokens' terms: clip_cov drops a random few (no gradient), kl_cov "
       "adds kl_cov_coef x |log-ratio| to the top ones (Clip-Cov / KL-Cov, arXiv 2505.22617)"
     ),
+    registry="grpo_jax.losses.entropy_control.CONTROLS",
   )
   clip_cov_ratio: float = spec(
     2e-4, gt=0, le=1, doc="clip_cov: at most max(floor(r x valid tokens), 1) tokens dropped"
@@ -167,7 +187,12 @@ class Loss(Group):
   )
   kl_cov_coef: float = spec(1.0, gt=0, doc="kl_cov: the penalty's weight (verl's ppo_kl_coef)")
   kl_coef: float = spec(0.0, ge=0, doc="beta of the KL to the reference model; 0 = no reference")
-  kl_estimator: str = spec("k3", choices=("k1", "k2", "k3"), doc="the KL estimator")
+  kl_estimator: str = spec(
+    "k3",
+    choices=("k1", "k2", "k3"),
+    doc="the KL estimator",
+    registry="grpo_jax.losses.kl.KL_ESTIMATORS",
+  )
   entropy_coef: float = spec(0.0, doc="entropy bonus")
   norm_length: int = spec(
     0, ge=0, doc="T_max of seq_mean_token_sum_norm (Dr. GRPO); 0 = the response slots T"
@@ -182,6 +207,7 @@ class Loss(Group):
       "sampler-trainer mismatch correction, verl's presets (IS weights, rejection); auto = "
       "token_tis with an external engine or off-policy rollouts, else none (set at load)"
     ),
+    registry="grpo_jax.losses.correction.CORRECTIONS",
   )
   rollout_is_cap: float = spec(2.0, gt=1, doc="c: IS weights are truncated above at c")
   rollout_rs_high: float = spec(
@@ -315,6 +341,7 @@ class Dapo(Group):
     "acc",
     choices=("acc", "seq_reward"),
     doc="what 'all equal' is judged on: the verifier's accuracy, or the shaped reward",
+    registry="grpo_jax.rollout.dynamic_sampling.FILTER_METRICS",
   )
   require_full_batch: bool = spec(
     False, doc="fail when fewer than B groups survive; else train on them (rows padded)"

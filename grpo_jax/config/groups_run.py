@@ -17,7 +17,12 @@ class Model(Group):
   """The decoder: a Hugging Face checkpoint (``hf_path``), a named shape (``preset``) or the
   shape fields below, randomly initialised (docs/models.md)."""
 
-  family: str = spec("qwen3", choices=("llama", "olmo3", "qwen3"), doc="architecture family")
+  family: str = spec(
+    "qwen3",
+    choices=("llama", "olmo3", "qwen3"),
+    doc="architecture family",
+    registry="grpo_jax.models.families.FAMILIES",
+  )
   vocab_size: int = spec(0, ge=0, doc="0 = the task tokenizer's size")
   hidden_dim: int = spec(128, ge=1, doc="width of the residual stream")
   num_layers: int = spec(4, ge=1, doc="decoder layers")
@@ -28,8 +33,15 @@ class Model(Group):
   rope_theta: float = spec(10_000.0, gt=0, doc="RoPE base frequency")
   norm_eps: float = spec(1e-6, gt=0, doc="RMSNorm epsilon")
   tie_embeddings: bool = spec(True, doc="the output head reuses the input embedding")
-  dtype: str = spec("float32", choices=DTYPES, doc="compute dtype; log-softmax runs in float32")
-  param_dtype: str = spec("float32", choices=DTYPES, doc="parameter dtype")
+  dtype: str = spec(
+    "float32",
+    choices=DTYPES,
+    doc="compute dtype; log-softmax runs in float32",
+    registry="grpo_jax.models.model_config.DTYPES",
+  )
+  param_dtype: str = spec(
+    "float32", choices=DTYPES, doc="parameter dtype", registry="grpo_jax.models.model_config.DTYPES"
+  )
   remat: str = spec(
     "auto",
     choices=(
@@ -96,6 +108,7 @@ class Data(Group):
     "countdown",
     choices=("countdown", "dataset", "math"),
     doc="the built-in countdown or math task, or your own rows (docs/custom_task.md)",
+    registry="grpo_jax.data.registry.TASKS",
   )
   num_numbers: int = spec(3, ge=1, doc="countdown: digits per problem")
   max_number: int = spec(9, ge=1, doc="countdown: the largest digit")
@@ -124,7 +137,12 @@ class Data(Group):
   eval_paths: tuple[str, ...] = spec(
     (), doc="math: local copies of eval_sets, in their order; dataset: the evaluation sets"
   )
-  template: str = spec("dapo", choices=("boxed", "dapo", "hadw"), doc="math: the prompt template")
+  template: str = spec(
+    "dapo",
+    choices=("boxed", "dapo", "hadw"),
+    doc="math: the prompt template",
+    registry="grpo_jax.data.math.templates.TEMPLATES",
+  )
   prompt_key: str = spec(
     "prompt", doc="dataset: the prompt column (a string, or a list of chat messages)"
   )
@@ -133,6 +151,7 @@ class Data(Group):
     "error",
     choices=("error", "skip"),
     doc="dataset: a malformed row stops the load, or is dropped and counted",
+    registry="grpo_jax.data.dataset_task.BAD_ROWS",
   )
   chat_template: str = spec(
     "auto",
@@ -146,7 +165,10 @@ class Data(Group):
   )
   reward_timeout_s: float = spec(5.0, gt=0, doc="math: wall-clock limit of one verifier check")
   reward_workers: int = spec(
-    0, ge=0, doc="math: verifier processes; 0 = one per host core given to the process, <= 64"
+    0,
+    ge=0,
+    doc="math: verifier processes; 0 = one per host core given to the process, <= 64",
+    resumable=True,
   )
   level_weights: tuple[float, ...] = spec(
     (),
@@ -216,6 +238,7 @@ class Sampling(Group):
       "jax (the jitted sampler on the mesh) | vllm (vLLM in this process on model.hf_path, "
       "weights pushed in memory after each update; the .[vllm] extra)"
     ),
+    registry="grpo_jax.sampling.engine.ENGINES",
   )
 
 
@@ -239,6 +262,7 @@ class Rollout(Group):
       "off_policy_steps = 1, after a failed step: the seconds the loop waits for a rollout "
       "still drawing (once the checkpoints are saved) before it stops without it"
     ),
+    resumable=True,
   )
 
 
@@ -261,6 +285,7 @@ class Warmstart(Group):
       "all (the reference solution's tokens) | format (the answer line without its digits, and "
       "the end token: how the answer is written, none of the working)"
     ),
+    registry="grpo_jax.train.warmstart.SUPERVISE",
   )
 
 
@@ -275,9 +300,13 @@ class Mesh(Group):
     "train",
     choices=RULES,
     doc="logical-axis rules of the update: 'train' splits params and Adam over fsdp x tensor",
+    registry="grpo_jax.sharding.rules.PRESETS",
   )
   sample_rules: str = spec(
-    "sample", choices=RULES, doc="logical-axis rules of sampling: 'sample' splits over tensor"
+    "sample",
+    choices=RULES,
+    doc="logical-axis rules of sampling: 'sample' splits over tensor",
+    registry="grpo_jax.sharding.rules.PRESETS",
   )
   constrain_activations: bool = spec(
     True, doc="constrain activations at layer boundaries to rows over data x fsdp"
@@ -298,14 +327,18 @@ class Eval(Group):
   temperature: float = spec(1.0, ge=0, doc="0 = greedy")
   top_p: float = spec(1.0, gt=0, le=1, doc="1.0 = off")
   with_strategy: bool = spec(False, doc="two-stage (preview, then completions) evaluation")
-  every_steps: int = spec(0, ge=0, doc="also evaluate every k RL steps; 0 = before and after")
-  before: bool = spec(True, doc="evaluate before the first RL step")
-  after: bool = spec(True, doc="evaluate after the last RL step")
+  every_steps: int = spec(
+    0, ge=0, doc="also evaluate every k RL steps; 0 = before and after", resumable=True
+  )
+  before: bool = spec(True, doc="evaluate before the first RL step", resumable=True)
+  after: bool = spec(True, doc="evaluate after the last RL step", resumable=True)
 
 
 @group("checkpoint")
 class Checkpoint(Group):
   """Orbax checkpoints of the train state."""
+
+  RESUMABLE = True  # how often and how many: may change on resume
 
   every: int = spec(10, ge=1, doc="steps between checkpoints")
   keep: int = spec(2, ge=1, doc="checkpoints kept")
@@ -315,6 +348,8 @@ class Checkpoint(Group):
 class Logging(Group):
   """metrics.jsonl always; TensorBoard, plots, samples and Weights & Biases as set here."""
 
+  RESUMABLE = True  # what is written, never what a step computes: may change on resume
+
   tensorboard: bool = spec(True, doc="TensorBoard event files")
   plot: bool = spec(True, doc="plots of the metrics at the end")
   progress: bool = spec(True, doc="a progress bar")
@@ -322,7 +357,12 @@ class Logging(Group):
   wandb: bool = spec(False, doc="Weights & Biases (pip install grpo_jax[wandb])")
   wandb_project: str = spec("grpo_jax", doc="the W&B project")
   wandb_entity: str = spec("", doc="the W&B entity; '' = the account's default")
-  wandb_mode: str = spec("online", choices=("disabled", "offline", "online"), doc="the W&B mode")
+  wandb_mode: str = spec(
+    "online",
+    choices=("disabled", "offline", "online"),
+    doc="the W&B mode",
+    registry="grpo_jax.train.wandb_tracker.MODES",
+  )
 
 
 __all__ = [

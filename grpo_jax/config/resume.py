@@ -1,8 +1,9 @@
 """The run directory's ``config.json`` and the guard against resuming under another config.
 
 A run directory with a checkpoint resumes from it. The config it resumes under must be the one
-it started with, except for the keys in :data:`RESUMABLE`, which change how long the run goes
-on, how often it saves, evaluates and logs, but never the update a step computes:
+it started with, except for the keys in :data:`RESUMABLE` (declared on the fields, ``spec(...,
+resumable=True)``, and on whole groups, ``RESUMABLE = True``), which change how long the run
+goes on, how often it saves, evaluates and logs, but never the update a step computes:
 
   steps                     extending (or shortening) a run: the learning rate is warmup then
                             constant and per-step keys are fold_in(rng, step), so steps 1..n of
@@ -34,21 +35,13 @@ import json
 
 from etils import epath
 
-from grpo_jax.config import legacy
+from grpo_jax.config import experiment, legacy
 from grpo_jax.config.fields import ConfigError
 from grpo_jax.rundir import names
 from grpo_jax.rundir import read as read_files
 
-RESUMABLE = (
-  "steps",
-  "checkpoint.*",
-  "eval.every_steps",
-  "eval.before",
-  "eval.after",
-  "logging.*",
-  "data.reward_workers",
-  "rollout.join_timeout_s",
-)
+# Declared on the fields (``spec(..., resumable=True)``) and groups (``RESUMABLE = True``).
+RESUMABLE = experiment.RESUMABLE
 
 _ABSENT = "<absent>"
 

@@ -41,6 +41,16 @@ def _fake_checkpoint(workdir):
   (workdir / "checkpoints" / "3").mkdir(parents=True)
 
 
+def test_resumable_keys_come_from_the_declarations():
+  # Declared on the fields (spec(resumable=True)) and groups (RESUMABLE = True).
+  assert set(resume.RESUMABLE) == {
+    "steps", "checkpoint.*", "eval.every_steps", "eval.before", "eval.after", "logging.*",
+    "data.reward_workers", "rollout.join_timeout_s",
+  }  # fmt: skip
+  assert resume.resumable("checkpoint.keep") and resume.resumable("logging.wandb_mode")
+  assert not resume.resumable("eval.num_samples") and not resume.resumable("seed")
+
+
 def test_changed_keys_name_old_and_new_and_skip_resumable_ones():
   old = {"steps": 3, "loss": {"kind": "grpo"}, "advantage": {"offset_coef": -0.5}}
   new = {"steps": 9, "loss": {"kind": "gspo"}, "advantage": {"offset_coef": 0.9}}
