@@ -9,13 +9,11 @@ evaluated step, with the change of pass@k per level.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 from etils import epath
 
 from grpo_jax.eval import passk
-from grpo_jax.rundir import names, paths, tables
+from grpo_jax.rundir import names, paths, read, tables, write
 
 SUMMARY_KEYS = ("pass@1", "pass@8", "pass@16", "maj@8", "maj@16", "len_mean", "truncated_frac")
 
@@ -50,18 +48,13 @@ def result_name(benchmark: str, eval_cfg) -> str:
 
 
 def result_path(workdir: paths.PathLike, benchmark: str, step: int) -> epath.Path:
-  return epath.Path(workdir) / names.EVAL / f"{benchmark}_step{step}.json"
+  """``eval/<benchmark>_step<k>.json`` (``grpo_jax.rundir.paths.eval_result``)."""
+  return paths.eval_result(workdir, benchmark, step)
 
 
 def write_result(workdir, benchmark: str, step: int, result: dict) -> epath.Path:
-  path = result_path(workdir, benchmark, step)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text(
-    json.dumps(
-      {"benchmark": benchmark, "step": step, **result}, indent=2, sort_keys=True, default=str
-    )
-    + "\n"
-  )
+  """Writes ``eval/<benchmark>_step<k>.json`` and refreshes ``eval/summary.md``."""
+  path = write.eval_result(workdir, benchmark, step, result)
   write_summary(workdir)
   return path
 
@@ -73,7 +66,7 @@ def read_results(workdir) -> list[dict]:
     return []
   out = []
   for path in sorted(folder.glob("*_step*.json")):
-    row = json.loads(path.read_text())
+    row = read.json_file(path)
     if "benchmark" in row:
       out.append(row)
   return sorted(out, key=lambda r: (r["benchmark"], r["step"]))
@@ -115,6 +108,5 @@ def summary_table(results: list[dict]) -> str:
 
 
 def write_summary(workdir) -> epath.Path:
-  path = epath.Path(workdir) / names.EVAL / names.EVAL_SUMMARY
-  path.write_text(summary_table(read_results(workdir)) + "\n")
-  return path
+  """``eval/summary.md``: :func:`summary_table` of every result of ``workdir``."""
+  return write.eval_summary(workdir, summary_table(read_results(workdir)))

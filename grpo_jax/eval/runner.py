@@ -11,7 +11,6 @@ correctness, a few completions).
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import jax
 import numpy as np
@@ -19,6 +18,7 @@ from tqdm.auto import tqdm
 
 from grpo_jax.eval import benchmarks as bench_lib
 from grpo_jax.eval import passk
+from grpo_jax.rundir import write
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sharding import distributed
 
@@ -108,9 +108,8 @@ class EvalLoop:
       result = self.evaluate(policy, problems, rng, desc=f"eval {name}")
       records = result.pop("per_problem")
       if workdir is not None:
-        path = bench_lib.write_result(workdir, name, step, result)
-        with path.with_name(path.stem + "_problems.jsonl").open("w") as f:
-          f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in records)
+        bench_lib.write_result(workdir, name, step, result)
+        write.eval_problems(workdir, name, step, records)
       results[name] = result
     return results
 

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import time
 
 import jax
 import numpy as np
+from etils import epath
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.planning import hlo, programs
 from grpo_jax.planning.memory import Hardware
+from grpo_jax.rundir import names, read
+from grpo_jax.rundir import write as write_lib
 from grpo_jax.train import fit
 
 FIT_FRACTION = 0.9
@@ -416,14 +418,7 @@ def markdown(report: Report) -> str:
 
 def write(report: Report, out_dir) -> tuple:
   """``compiled.json`` and ``compiled.md`` under ``out_dir`` (``<workdir>/plan``)."""
-  from etils import epath  # noqa: PLC0415
-
-  out = epath.Path(out_dir)
-  out.mkdir(parents=True, exist_ok=True)
-  js, md = out / "compiled.json", out / "compiled.md"
-  js.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-  md.write_text(markdown(report) + "\n")
-  return js, md
+  return write_lib.compiled_report(out_dir, report.to_dict(), markdown(report))
 
 
 def compile_config(cfg, target: str = "auto", topology: str = "", log=print, name: str = ""):
@@ -463,13 +458,9 @@ def config_hash(cfg) -> str:
 def compiled_beside_plan(workdir, cfg) -> str | None:
   """``--dry_run``'s second table: the formulas beside the compiled bytes of
   ``<workdir>/plan/compiled.json`` when that report is of this very config (None otherwise)."""
-  from etils import epath  # noqa: PLC0415
-
-  path = epath.Path(workdir) / "plan" / "compiled.json"
-  if not path.exists():
-    return None
-  data = json.loads(path.read_text())
-  if data.get("config_hash") != config_hash(cfg):
+  path = epath.Path(workdir) / names.PLAN / names.COMPILED_JSON
+  data = read.json_file(path)
+  if data is None or data.get("config_hash") != config_hash(cfg):
     return None
   lines = [
     f"compiled for {data['target']} ({path}), per device (GiB):",

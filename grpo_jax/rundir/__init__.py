@@ -2,8 +2,10 @@
 run's files imports.
 
   names.py   every file name, one name per file
-  paths.py   paths and whole-file / appending writes on any epath (local, Cloud Storage)
+  paths.py   paths (those of templated names too) and whole-file / appending writes on any
+             epath (local, Cloud Storage)
   read.py    one reader per file
-  write.py   the writers of the JSON files and of the per-step line files
+  write.py   one writer per file, from plain data: the loop's, the evaluation's, the
+             strategy's, the sweeps' and the compiled plan's
   tables.py  the one Markdown table formatter
 """

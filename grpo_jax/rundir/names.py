@@ -13,7 +13,9 @@ CHECKPOINTS = "checkpoints"  # orbax step directories
 TENSORBOARD = "tb"  # TensorBoard event files
 PLOTS = "plots"  # figures drawn at the end
 REWARD_CURVE = "reward_curve.png"  # under PLOTS
-EVAL = "eval"  # eval/<benchmark>_step<k>.json and _problems.jsonl
+EVAL = "eval"  # one benchmark's results per evaluated step, and their summary
+EVAL_RESULT = "{benchmark}_step{step}.json"  # under EVAL: pass@k, maj@k, lengths, per level
+EVAL_PROBLEMS = "{benchmark}_step{step}_problems.jsonl"  # under EVAL: one line per problem
 EVAL_SUMMARY = "summary.md"  # under EVAL: pass@k over steps
 PROFILE = "profile"  # the difficulty profile
 PASS_RATES = "pass_rates.jsonl"  # under PROFILE: the pool's pass rates at step 0
@@ -21,29 +23,45 @@ PASS_RATES_AT = "pass_rates_step{step}.jsonl"  # under PROFILE: re-profiled afte
 BAND_AT = "band_step{step}.json"  # under PROFILE: the difficulty band after step k
 PREFETCH = "prefetch"  # the batch drawn for a checkpoint's step (rollout.off_policy_steps = 1)
 PRESAMPLE = "presample"  # presampled strategy previews
-PRESAMPLE_META = "meta.json"  # under PRESAMPLE (or strategy.presample_path)
+PRESAMPLE_META = "meta.json"  # under PRESAMPLE (or strategy.presample_path), written last
+PRESAMPLE_PARTS = "parts"  # under PRESAMPLE: one dataset per chunk of prompts, 00000 ...
+PRESAMPLE_PART_DONE = "done"  # under a part: the marker of a complete part
+PRESAMPLE_DATA = "data"  # under PRESAMPLE: the parts concatenated
+PLAN = "plan"  # the compiled step's report (launch.py --mode=compile)
+COMPILED_JSON = "compiled.json"  # under PLAN: per-program bytes, fits, formula vs compiled
+COMPILED_MD = "compiled.md"  # under PLAN: the same as Markdown
 
 # A sweep's members and root.
 ERROR = "error.txt"  # a failed run's traceback
 RUN_INFO = "sweep_run.json"  # one run's name, overrides and status
 SWEEP_INFO = "sweep.json"  # the sweep's summary at its root
 LOG = "log.txt"  # one run's console log
+LOGS = "logs"  # a Ray member's per-process logs
 
 __all__ = [
-  "CHECKPOINTS",
-  "CONFIG",
   "BAND_AT",
+  "CHECKPOINTS",
+  "COMPILED_JSON",
+  "COMPILED_MD",
+  "CONFIG",
   "ERROR",
   "EVAL",
+  "EVAL_PROBLEMS",
+  "EVAL_RESULT",
   "EVAL_SUMMARY",
   "LOG",
+  "LOGS",
   "METRICS",
   "PASS_RATES",
   "PASS_RATES_AT",
+  "PLAN",
   "PLOTS",
   "PREFETCH",
   "PRESAMPLE",
+  "PRESAMPLE_DATA",
   "PRESAMPLE_META",
+  "PRESAMPLE_PARTS",
+  "PRESAMPLE_PART_DONE",
   "PROFILE",
   "RESULTS",
   "REWARD_CURVE",

@@ -18,6 +18,8 @@ import uuid
 
 from etils import epath
 
+from grpo_jax.rundir import names
+
 PathLike = str | os.PathLike
 
 
@@ -79,3 +81,24 @@ def write_bytes(p: PathLike, data: bytes) -> None:
 
 def write_text(p: PathLike, text: str) -> None:
   write_bytes(p, text.encode())
+
+
+# Where the files with templated names lie.
+
+
+def eval_result(workdir: PathLike, benchmark: str, step: int) -> epath.Path:
+  """``eval/<benchmark>_step<k>.json``."""
+  name = names.EVAL_RESULT.format(benchmark=benchmark, step=step)
+  return epath.Path(workdir) / names.EVAL / name
+
+
+def eval_problems(workdir: PathLike, benchmark: str, step: int) -> epath.Path:
+  """``eval/<benchmark>_step<k>_problems.jsonl``."""
+  name = names.EVAL_PROBLEMS.format(benchmark=benchmark, step=step)
+  return epath.Path(workdir) / names.EVAL / name
+
+
+def profile(workdir: PathLike, step: int = 0) -> epath.Path:
+  """``profile/pass_rates.jsonl`` (step 0), ``profile/pass_rates_step<k>.jsonl`` after."""
+  name = names.PASS_RATES if step == 0 else names.PASS_RATES_AT.format(step=step)
+  return epath.Path(workdir) / names.PROFILE / name

@@ -3,9 +3,10 @@
 
 Each returns what the file holds, or its empty value (None, ``[]``) when the file is absent;
 a line or a file that does not parse is an error naming the file (and line), so a damaged run
-directory is never read as an empty one. The evaluation's files are read by
+directory is never read as an empty one. The evaluation's results are gathered by
 ``grpo_jax.eval.benchmarks.read_results``, the difficulty profile by
-``grpo_jax.data.pass_rates.read``.
+``grpo_jax.data.pass_rates.read`` (it tolerates a half-written last line), a presample's
+``meta.json`` by ``grpo_jax.strategy.presample`` (through :func:`json_file`).
 """
 
 from __future__ import annotations

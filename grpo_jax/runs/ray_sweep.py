@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import os
 import signal
 import subprocess
@@ -31,7 +30,7 @@ import time
 
 from etils import epath
 
-from grpo_jax.rundir import names, paths
+from grpo_jax.rundir import names, paths, write
 from grpo_jax.runs import sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -94,7 +93,7 @@ def local_log_dir(run_dir) -> str:
   attempt."""
   if paths.is_uri(run_dir):
     return paths.local_staging(run_dir, "logs")
-  return os.path.join(str(run_dir), "logs")
+  return os.path.join(str(run_dir), names.LOGS)
 
 
 def process_argv(base: list[str], rank: int, count: int, coordinator: str) -> list[str]:
@@ -215,7 +214,7 @@ class RaySweep:
       if paths.is_uri(run_dir):  # the local logs into the bucket
         for p in map(epath.Path, log_paths):
           if p.exists():
-            (epath.Path(run_dir) / "logs" / p.name).write_bytes(p.read_bytes())
+            (epath.Path(run_dir) / names.LOGS / p.name).write_bytes(p.read_bytes())
 
   def run_member(self, run: sweep.SweepRun) -> dict:
     """Trains (or resumes, or skips) ``run`` with retries; returns its sweep.json entry."""
@@ -244,7 +243,7 @@ class RaySweep:
       "status": "failed",
       "seconds": time.time() - t0,
       "attempts": 1 + self.max_retries,
-      "error": f"failed {1 + self.max_retries} attempt(s); see {run_dir}/error.txt",
+      "error": f"failed {1 + self.max_retries} attempt(s); see {run_dir}/{names.ERROR}",
     }
 
   # -- the sweep -------------------------------------------------------------------------------
@@ -273,7 +272,7 @@ class RaySweep:
       "runs": [entries[r.name] for r in runs if r.name in entries],
     }
     with self._lock:
-      paths.write_text(self.root / names.SWEEP_INFO, json.dumps(summary, indent=2) + "\n")
+      write.sweep_info(self.root, summary)
 
 
 def _tail(path: str) -> str:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import pathlib
 import re
 import shlex
@@ -45,8 +44,7 @@ from etils import epath
 
 from grpo_jax.config import files as config_file
 from grpo_jax.config import resume
-from grpo_jax.rundir import paths, read
-from grpo_jax.rundir.names import ERROR, LOG, RESULTS, RUN_INFO, SWEEP_INFO
+from grpo_jax.rundir import names, paths, read, write
 from grpo_jax.runs import aggregate, recorded
 
 
@@ -108,8 +106,8 @@ def expand(spec: str, root=None) -> list[SweepRun]:
     sweep_fn(add, arg or None)
   else:
     sweep_fn(add)
-  names = [r.name for r in runs]
-  dupes = sorted({n for n in names if names.count(n) > 1})
+  run_names = [r.name for r in runs]
+  dupes = sorted({n for n in run_names if run_names.count(n) > 1})
   if dupes:
     raise ValueError(f"sweep of {path} adds the same run more than once: {dupes}")
   if not runs:
@@ -125,11 +123,11 @@ def load_run_config(spec: str, run: SweepRun, overrides=()):
 def run_status(run_dir: paths.PathLike) -> str:
   """``done`` (results.json), ``failed`` (error.txt), ``partial`` (started) or ``new``."""
   run_dir = epath.Path(run_dir)
-  if (run_dir / RESULTS).exists():
+  if (run_dir / names.RESULTS).exists():
     return "done"
-  if (run_dir / ERROR).exists():
+  if (run_dir / names.ERROR).exists():
     return "failed"
-  if (run_dir / RUN_INFO).exists():
+  if (run_dir / names.RUN_INFO).exists():
     return "partial"
   return "new"
 
@@ -146,7 +144,7 @@ def _tee(path: epath.Path, log):
 def _check_same_config(run_dir: epath.Path, cfg, allow_change: bool = False) -> None:
   """An unfinished run resumes only under the config it started with: a changed key (other
   than ``grpo_jax.config.resume.RESUMABLE``) is an error naming it, unless ``allow_change``."""
-  info_path = run_dir / RUN_INFO
+  info_path = run_dir / names.RUN_INFO
   if not info_path.exists():
     return
   old, new = (read.run_info(run_dir) or {}).get("hash"), config_file.content_hash(cfg)
@@ -178,13 +176,13 @@ def validate(spec: str, runs: list[SweepRun], overrides=()) -> dict:
 
 def prepare_run_dir(spec: str, run_dir, run: SweepRun, overrides=(), allow_change=False):
   """Loads ``run``'s config and readies ``run_dir`` for a (re)start: the config must match an
-  unfinished run's (:func:`_check_same_config`), an earlier ``error.txt`` goes, ``run.json``
+  unfinished run's (:func:`_check_same_config`), an earlier ``error.txt`` goes, ``sweep_run.json``
   records the member. Returns the config."""
   cfg = load_run_config(spec, run, overrides)
   run_dir = epath.Path(run_dir)
   run_dir.mkdir(parents=True, exist_ok=True)
   _check_same_config(run_dir, cfg, allow_change)
-  (run_dir / ERROR).unlink(missing_ok=True)
+  (run_dir / names.ERROR).unlink(missing_ok=True)
   info = {
     "name": run.name,
     "spec": run.spec(spec),
@@ -193,15 +191,13 @@ def prepare_run_dir(spec: str, run_dir, run: SweepRun, overrides=(), allow_chang
     "cli_overrides": list(overrides),
     "hash": config_file.content_hash(cfg),
   }
-  paths.write_text(run_dir / RUN_INFO, json.dumps(info, indent=2, default=str) + "\n")
+  write.run_info(run_dir, info)
   return cfg
 
 
 def record_failure(run_dir, text: str) -> None:
   """``error.txt``: the member failed (:func:`run_status` reads it)."""
-  run_dir = epath.Path(run_dir)
-  run_dir.mkdir(parents=True, exist_ok=True)
-  paths.write_text(run_dir / ERROR, text)
+  write.error(run_dir, text)
 
 
 def run_one(
@@ -227,7 +223,7 @@ def run_one(
     if train_fn is None:
       from grpo_jax.train import train as train_fn  # noqa: PLC0415 (the loop is heavy)
     extra = {"allow_config_change": True} if allow_config_change else {}
-    train_fn(cfg, run_dir, log=_tee(run_dir / LOG, log), **extra)
+    train_fn(cfg, run_dir, log=_tee(run_dir / names.LOG, log), **extra)
     return {**entry, "status": "done", "seconds": time.time() - t0}
   except Exception as e:  # noqa: BLE001 (a sweep records any failure and goes on)
     if _is_preemption(e):
@@ -279,7 +275,7 @@ def run_local(
     log(f"[sweep {i + 1}/{len(runs)}] {run.name}")
     entries.append(run_one(spec, root, run, overrides, train_fn, log, allow_config_change))
     summary = {"spec": spec, "cli_overrides": list(overrides), "runs": entries}
-    paths.write_text(root / SWEEP_INFO, json.dumps(summary, indent=2, default=str) + "\n")
+    write.sweep_info(root, summary)
   table = summary_table(root, runs)
   if table:
     log(table)

@@ -16,7 +16,6 @@ Columns, one row per prompt: ``index`` (position in the task's training stream),
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import TYPE_CHECKING
 
 import jax
@@ -24,7 +23,7 @@ import numpy as np
 from etils import epath
 from tqdm.auto import tqdm
 
-from grpo_jax.rundir import names, paths
+from grpo_jax.rundir import names, read, write
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
 from grpo_jax.strategy.previews import Previews, PreviewSpec, draw_previews, make_context
@@ -32,7 +31,6 @@ from grpo_jax.strategy.previews import Previews, PreviewSpec, draw_previews, mak
 if TYPE_CHECKING:
   import datasets
 
-DONE = "done"  # marker file of a complete part
 COLUMNS = ("index", "prompt", "preview_ids", "preview_logps", "preview_text", "preview_stopped")
 
 
@@ -109,10 +107,13 @@ def write_presample(
     load_presample(path, spec, meta["num_prompts"])  # validates; raises on a mismatch
     return path
   primary = distributed.is_primary()
-  parts = path / "parts"
+  parts = path / names.PRESAMPLE_PARTS
   if primary:
     parts.mkdir(parents=True, exist_ok=True)
-  done = [distributed.agree((parts / f"{i:05d}" / DONE).exists()) for i in range(num_chunks)]
+  done = [
+    distributed.agree((parts / f"{i:05d}" / names.PRESAMPLE_PART_DONE).exists())
+    for i in range(num_chunks)
+  ]
   if any(done):
     log(f"presample: resuming at chunk {sum(done)}/{num_chunks} in {path}")
   key = presample_key(seed)
@@ -138,19 +139,19 @@ def write_presample(
       if part.exists():  # cut short by a kill
         part.rmtree()
       datasets.Dataset.from_dict(rows).save_to_disk(str(part))
-      (part / DONE).write_text("")
+      write.presample_part_done(part)
     if primary:
       merged = datasets.concatenate_datasets(
         [datasets.load_from_disk(str(parts / f"{i:05d}")) for i in range(num_chunks)]
       )
-      if (path / "data").exists():
-        (path / "data").rmtree()
-      merged.save_to_disk(str(path / "data"))
+      if (path / names.PRESAMPLE_DATA).exists():
+        (path / names.PRESAMPLE_DATA).rmtree()
+      merged.save_to_disk(str(path / names.PRESAMPLE_DATA))
   finally:
     if was_enabled:
       datasets.enable_progress_bars()
   if primary:
-    paths.write_text(path / names.PRESAMPLE_META, json.dumps(meta, indent=2) + "\n")
+    write.presample_meta(path, meta)
     parts.rmtree()
   distributed.barrier("presample written")  # the others read it next
   log(f"presample: {meta['num_prompts']} prompts × {spec.num_previews} previews -> {path}")
@@ -210,8 +211,8 @@ def load_presample(path, spec: PreviewSpec, num_prompts: int) -> PresampledPrevi
   try:
     import datasets  # noqa: PLC0415 (as in write_presample)
 
-    meta = json.loads((path / names.PRESAMPLE_META).read_text())
-    dataset = datasets.load_from_disk(str(path / "data"))
+    meta = read.json_file(path / names.PRESAMPLE_META)
+    dataset = datasets.load_from_disk(str(path / names.PRESAMPLE_DATA))
   except (OSError, ValueError, FileNotFoundError) as e:
     raise PresampleError(f"cannot read presample {path}: {e}") from e
   missing = [c for c in COLUMNS if c not in dataset.column_names]

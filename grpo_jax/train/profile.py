@@ -21,8 +21,6 @@ follows the policy and a resumed run reads the same band back.
 
 from __future__ import annotations
 
-import json
-
 import jax
 import numpy as np
 from etils import epath
@@ -30,7 +28,7 @@ from etils import epath
 from grpo_jax.data import pass_rates
 from grpo_jax.eval.runner import EvalLoop
 from grpo_jax.rollout.one_stage import OneStageRollout
-from grpo_jax.rundir import names, paths
+from grpo_jax.rundir import paths, write
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sharding import distributed
 from grpo_jax.train import console
@@ -39,9 +37,9 @@ _RNG_SALT = 2**31 - 2  # the profile's key: fold_in(seed key, salt, step); no st
 
 
 def profile_path(workdir, step: int = 0) -> epath.Path:
-  """``profile/pass_rates.jsonl`` (step 0), ``profile/pass_rates_step<k>.jsonl`` after."""
-  name = names.PASS_RATES if step == 0 else names.PASS_RATES_AT.format(step=step)
-  return epath.Path(workdir) / names.PROFILE / name
+  """``profile/pass_rates.jsonl`` (step 0), ``profile/pass_rates_step<k>.jsonl`` after
+  (``grpo_jax.rundir.paths.profile``)."""
+  return paths.profile(workdir, step)
 
 
 def pool(cfg, task) -> list[dict]:
@@ -53,10 +51,6 @@ def pool(cfg, task) -> list[dict]:
     )
   n = cfg.profile.num_problems
   return list(rows[:n] if n else rows)
-
-
-def _jsonl(rows) -> str:
-  return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
 
 
 class Profiler:
@@ -82,7 +76,7 @@ class Profiler:
     if distributed.is_primary():
       out.parent.mkdir(parents=True, exist_ok=True)
       if done:  # drop a half-written last line before appending after it
-        paths.write_text(out, _jsonl(done.values()))
+        write.json_lines(out, done.values())
     for i, start in enumerate(bar):
       chunk = problems[start : start + self.chunk]
       if all(str(p["id"]) in done for p in chunk):
@@ -90,7 +84,7 @@ class Profiler:
       graded = self.loop.sample_and_grade(policy, chunk, jax.random.fold_in(key, i), "profile")
       rows = [pass_rates.profile_row(p, c) for p, c in zip(chunk, graded["correct_PxN"])]
       if distributed.is_primary():
-        paths.append_text(out, _jsonl(rows))
+        write.append_json_lines(out, rows)
       done.update((r["id"], r) for r in rows)
     return [done[str(p["id"])] for p in problems]
 

@@ -11,7 +11,7 @@ import uuid
 
 from etils import epath
 
-from grpo_jax.rundir import names, paths
+from grpo_jax.rundir import names, paths, write
 from grpo_jax.train.metrics import eval_scalars
 
 # logging.wandb_mode: wandb.init's modes ('offline' writes under <workdir>/wandb, synced later
@@ -25,7 +25,7 @@ def _run_id(workdir: epath.Path) -> str:
   if path.exists():
     return path.read_text().strip()
   run_id = uuid.uuid4().hex[:12]
-  path.write_text(run_id + "\n")
+  write.text_file(path, run_id)
   return run_id
 
 
