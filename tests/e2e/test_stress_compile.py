@@ -1,4 +1,4 @@
-"""``experiments/stress_compile.py`` counts the workers that die: a planted test that kills its
+"""``tests/e2e/stress_compile.py`` counts the workers that die: a planted test that kills its
 own worker with SIGSEGV is counted with its fatal-error line; a passing selection is not."""
 
 import json
@@ -23,7 +23,7 @@ def test_lives():
 
 
 def _stress(select, out):
-  cmd = [sys.executable, "experiments/stress_compile.py", "--select", str(select)]
+  cmd = [sys.executable, "tests/e2e/stress_compile.py", "--select", str(select)]
   cmd += ["--runs", "1", "--workers", "1", "--out", str(out)]
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,7 +1,7 @@
 """Runs a test selection again and again in fresh pytest-xdist workers and counts the workers that
 die, by signal: the reproducer for a worker crash (``pyproject.toml``'s rerun guard).
 
-  python experiments/stress_compile.py --select tests/train/test_update_width.py --runs 10
+  python tests/e2e/stress_compile.py --select tests/train/test_update_width.py --runs 10
 
 Each run is ``python -m pytest -q -n WORKERS --reruns 0`` with the suite's compilation cache off
 (``GRPO_SUITE_XLA_CACHE=0``), so every program is compiled again. ``--address_space_gib`` caps
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRASH = re.compile(r"(node down|crashed while running|worker '\w+' crashed)")
 FATAL = re.compile(r"^Fatal Python error: .*$", re.M)
 COUNTS = re.compile(r"(\d+) (passed|failed|error)")
