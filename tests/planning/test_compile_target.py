@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from grpo_jax.config import experiment, files
-from grpo_jax.planning import compiled, programs, topology
+from grpo_jax.planning import compiled, compiled_table, programs, topology
 from grpo_jax.runs import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -106,6 +106,11 @@ def test_compile_for_this_host(tmp_path, capsys):
   want = compiled.state_bytes(state) + compiled.state_bytes(batch.replace(accuracy_N=None))
   assert update["memory_bytes"]["argument"] == want
   assert "| update |" in capsys.readouterr().out
+  # experiments/compile_table.py's row of this report: its target, mesh and fit.
+  row = compiled_table.row(data)
+  assert row[1:3] == [data["hardware"]["name"], "8×1×1"] and row[6] in ("yes", "**no**")
+  lines = compiled_table.table_of_files([workdir / "plan" / "compiled.json"]).splitlines()
+  assert lines[2:] == ["| " + " | ".join(row) + " |"]
   # --dry_run on that run directory prints the compiled numbers beside its formulas, for this
   # config only.
   assert launcher.main(["--config", TINY, "--dry_run", "--workdir", str(workdir)]) == 0
