@@ -23,7 +23,7 @@ from etils import epath
 
 from grpo_jax.rollout import dynamic_sampling
 from grpo_jax.rollout.batch import RolloutBatch
-from grpo_jax.rundir import names
+from grpo_jax.rundir import names, write
 from grpo_jax.sampling.engine import build_engine
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
@@ -190,7 +190,7 @@ class TwoStageRollout:
     every process's rows (process 0 writes)."""
     stats = PreviewStats.merge(distributed.gather_objects([dict(self.stats.counts)]))
     if distributed.is_primary():
-      stats.write(epath.Path(workdir) / names.STRATEGY_PREVIEWS)
+      write.strategy_previews(workdir, stats.table())
 
 
 __all__ = ["TwoStageRollout", "presample_budget"]

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-
-from etils import epath
 
 from grpo_jax.strategy.layout import normalize_preview
 
@@ -36,11 +33,6 @@ class PreviewStats:
     """The ``top`` most used previews with their success rate, most used first."""
     rows = sorted(self.counts.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
     return [{"preview": p, "rollouts": n, "success_rate": s / n} for p, (n, s) in rows]
-
-  def write(self, path) -> None:
-    path = epath.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(self.table(), indent=2) + "\n")
 
 
 __all__ = ["PreviewStats"]
