@@ -44,11 +44,10 @@ def short_batch(synthetic_batch, cfg, task, longest=LONGEST):
 @functools.cache
 def _model(overrides, num_devices):
   """(cfg, mesh, task, graphdef, state, shardings, optimizer), SGD at rate 0.5 (cached)."""
-  from conftest import _load
-
   from grpo_jax import data, models
+  from tests.support.update_setup import load
 
-  cfg = _load(overrides)
+  cfg = load(overrides)
   mesh = shard_lib.make_mesh(cfg.mesh, jax.devices()[:num_devices])
   task = data.build_task(cfg)
   model_cfg = models.ModelConfig.from_config(cfg.model, vocab_size=len(task.tokenizer))
