@@ -1,8 +1,8 @@
 """Grading throughput of the math reward against the sampler's, on real-model completions.
 
 Samples ``--completions`` completions with the library's rollout sampler (``sampling.generate``)
-from a Hugging Face checkpoint (default SmolLM2-135M-Instruct, as ``tests/real_model.py`` builds
-it) on the generated arithmetic set with the checkpoint's chat template, ``--group_size``
+from a Hugging Face checkpoint (default SmolLM2-135M-Instruct, as ``tests/support/real_model.py``
+builds it) on the generated arithmetic set with the checkpoint's chat template, ``--group_size``
 samples per prompt, then grades them with ``rewards.math.score_batch`` at each worker count in
 ``--workers`` (0 = sized from the host: ``rewards.math.host_num_workers``). Three workloads,
 each over the same completions and golds:

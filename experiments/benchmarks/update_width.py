@@ -1,7 +1,7 @@
 """The length-aware update (``loss.length_buckets``) against the full-width one, on real batches.
 
-SmolLM2-135M-Instruct (``tests/real_model.py``: all 30 layers, fp32), its tokenizer and chat
-template, and the generated arithmetic prompts of ``configs/smollm2_arithmetic.py`` (one-stage
+SmolLM2-135M-Instruct (``tests/support/real_model.py``: all 30 layers, fp32), its tokenizer and
+chat template, and the generated arithmetic prompts of ``configs/smollm2_arithmetic.py`` (one-stage
 sampling; that config's update: micro-batches of 16 rows, vocabulary chunks of 16k, each group's
 prompt once unless ``--share_prompt 0``; 64 prompt slots hold its chat prompts of 49–55 tokens). For
 each policy of ``--warmstart_steps`` (the checkpoint as it is, then after the library's supervised
