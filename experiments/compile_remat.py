@@ -12,7 +12,7 @@ import dataclasses
 import sys
 
 from grpo_jax import sharding as shard_lib
-from grpo_jax.config import experiment, files
+from grpo_jax.config import files
 from grpo_jax.config.groups_run import Model
 from grpo_jax.planning import compiled, programs, topology
 from grpo_jax.rundir import tables
@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
   devices = topology.tpu_devices(where.topology)
   rows = []
   for policy in args.policies.split(","):
-    cfg = experiment.build(files.load(args.config, [*overrides, f"model.remat={policy}"]))
+    cfg = files.load(args.config, [*overrides, f"model.remat={policy}"])
     mesh = shard_lib.make_mesh(cfg.mesh, devices)
     s = programs.shapes(cfg, mesh)
     rec = compiled.compile_one(programs.update_program(s), mesh, set(), where.name)[2]

@@ -46,9 +46,14 @@ def real_setup(hf_dir: str, prompts: int, group: int):
   """(cfg, task, graphdef, params, mesh) of the arithmetic config on ``hf_dir``, one-stage."""
   cfg = config_file.load(
     f"{ROOT}/configs/smollm2_arithmetic.py:hf_path={hf_dir},warmstart=0",
-    ["strategy.enabled=false", "advantage.baseline=group", "hadw.enabled=false"],
+    [
+      "strategy.enabled=false",
+      "advantage.baseline=group",
+      "hadw.enabled=false",
+      f"sampling.prompts_per_step={prompts}",
+      f"sampling.group_size={group}",
+    ],
   )
-  cfg.sampling.prompts_per_step, cfg.sampling.group_size = prompts, group
   task = data.build_task(cfg)
   graphdef, params = models.build_policy(cfg, len(task.tokenizer))
   mesh = shard_lib.make_mesh(cfg.mesh, jax.devices())

@@ -36,7 +36,6 @@ import numpy as np
 
 from experiments.benchmarks import common as bc
 from grpo_jax import sharding as shard_lib
-from grpo_jax.config import experiment
 from grpo_jax.config import files as config_file
 from grpo_jax.rollout.one_stage import Policy, SampleSettings
 from grpo_jax.train.length_buckets import LengthAwareUpdate, longest_completion
@@ -89,7 +88,7 @@ def timed(update, state, batch) -> tuple[float, dict]:
 def measure(args, cfg, s, step, state, counter) -> dict:
   """One real batch sampled from ``state``'s policy, then the update on it at full width and
   cut, alternating (one compiling pair first, then ``args.reps`` timed pairs)."""
-  policy = Policy(s.graphdef, state["params"], s.mesh, SampleSettings.from_config(cfg.sampling))
+  policy = Policy(s.graphdef, state.params, s.mesh, SampleSettings.from_config(cfg.sampling))
   problems = s.task.train_problems(0, args.prompts)
   t0 = time.perf_counter()
   batch = s.rollout(policy, problems, jax.random.key(args.seed))
@@ -106,7 +105,7 @@ def measure(args, cfg, s, step, state, counter) -> dict:
   }
   devices = shard_lib.batch_size_multiple(s.mesh)
   for width in pack_widths(args):  # padding-free: the cut batch's real tokens packed (loss.pack)
-    loss = dataclasses.replace(experiment.of(cfg).loss, pack=True, pack_width=width)
+    loss = dataclasses.replace(cfg.loss, pack=True, pack_width=width)
     packer = Packer(loss, cfg.sampling.group_size, devices)
     sides[f"pack{width}"] = LengthAwareUpdate(lambda T: step, s.mesh, args.buckets, pack=packer)
   jax.block_until_ready(jax.tree.map(jnp.copy, state))  # compiles the copies before counting

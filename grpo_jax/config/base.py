@@ -2,8 +2,9 @@
 derived from the groups declared in ``grpo_jax.config.groups_run`` / ``groups_method``), key
 checks and :func:`finalize`.
 
-Experiment files in ``configs/`` start from :func:`base_config` and change fields. Configs are
-validated and locked after loading (:func:`finalize`): an unknown or misspelt key is an error
+Experiment files in ``configs/`` start from :func:`base_config` and change fields. Loading
+validates the result and returns the typed Experiment (:func:`finalize`): an unknown or misspelt
+key is an error
 naming it and the nearest valid key (a replaced key: the key that replaced it,
 ``grpo_jax.config.legacy``), a bad value one naming the key and its valid choices or range.
 ``docs/config.md`` lists every key.
@@ -13,11 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import typing
 
 import ml_collections
 from ml_collections import ConfigDict
 
 from grpo_jax.config import legacy
+
+if typing.TYPE_CHECKING:
+  from grpo_jax.config.experiment import Experiment
 
 
 def base_config() -> ConfigDict:
@@ -105,17 +110,19 @@ def check_keys(cfg: ConfigDict, reference: ConfigDict | None = None, prefix: str
       check_keys(v, reference[k], name + ".")
 
 
-def finalize(cfg: ConfigDict) -> ConfigDict:
-  """Validates keys against the base config, then builds the typed groups
-  (``grpo_jax.config.experiment.build``: every value's type, choices and range, and the cross-key
-  rules), and locks the config. Raises KeyError / ValueError naming the first bad key."""
+def finalize(cfg: ConfigDict) -> Experiment:
+  """The typed :class:`~grpo_jax.config.experiment.Experiment` of ``cfg``: validates its keys
+  against the base config, resolves the defaults that depend on other keys, builds the groups
+  (``grpo_jax.config.experiment.build``: every value's type, choices and range, and the
+  cross-key rules) and locks ``cfg``, which the Experiment keeps as ``.cfg`` (config.json, the
+  content hash). Raises KeyError / ValueError naming the first bad key."""
   from grpo_jax.config import experiment
 
   check_keys(cfg)
   resolve_defaults(cfg)
-  experiment.build(cfg)
+  e = experiment.build(cfg)
   cfg.lock()
-  return cfg
+  return e
 
 
 def resolve_defaults(cfg: ConfigDict) -> None:

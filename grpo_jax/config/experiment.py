@@ -5,8 +5,11 @@ group (``groups_run``, ``groups_method``) and is what the library's entry points
 choices and range and the cross-group rules (``grpo_jax.config.checks``);
 :func:`grpo_jax.config.finalize` runs it when a config is loaded, so a bad value fails at load
 with the key and its valid choices, before a model is built or a file written. Field names are
-the config keys, so ``e.loss.kind`` reads as on the ConfigDict. :func:`of` converts a
-ConfigDict group or config (tests, notebooks) into its typed form.
+the config keys, so ``e.loss.kind`` reads as on the ConfigDict. Loading a file
+(``grpo_jax.config.files.load``) or finalizing a ConfigDict (``grpo_jax.config.finalize``:
+``finalize(cfg)`` after editing ``base_config()``, as tests and notebooks do) returns the
+Experiment; :meth:`Experiment.with_overrides` derives another. :func:`of` converts a ConfigDict
+group into its typed form.
 """
 
 from __future__ import annotations
@@ -119,6 +122,25 @@ class Experiment:
 
   def to_dict(self) -> dict:
     return self.cfg.to_dict()
+
+  def with_overrides(self, overrides: dict[str, typing.Any]) -> Experiment:
+    """A new validated Experiment: this one's config with the dotted ``overrides`` set
+    (``{"steps": 5, "sampling.group_size": 2}``); a bad value fails as at load, an unknown key
+    with a KeyError naming it."""
+    cfg = ConfigDict(self.cfg.to_dict())
+    for key, value in overrides.items():
+      *path, leaf = key.split(".")
+      node = cfg
+      for part in path:
+        node = node[part] if part in node and isinstance(node[part], ConfigDict) else None
+        if node is None:
+          break
+      if node is None or leaf not in node or isinstance(node[leaf], ConfigDict):
+        raise KeyError(f"unknown config key '{key}'")
+      node[leaf] = value
+    e = build(cfg)
+    cfg.lock()
+    return e
 
 
 def build(cfg: ConfigDict, cross: bool = True) -> Experiment:

@@ -4,8 +4,9 @@
 argument's names against the file's ``ARGS`` (:func:`parse_arg`: a misspelt one is an error
 naming the valid ones), calls its ``get_config(arg)``, applies ``key=value``
 overrides (parsed like ``ml_collections.config_flags``, to the type of the value they replace:
-:func:`parse_value`), checks every key against :func:`grpo_jax.config.base_config`, builds the
-typed groups (validating every value, ``grpo_jax.config.experiment``) and locks the result.
+:func:`parse_value`), checks every key against :func:`grpo_jax.config.base_config` and returns
+the typed, validated :class:`~grpo_jax.config.experiment.Experiment` (every value checked,
+``grpo_jax.config.experiment``; its ConfigDict, locked, is ``.cfg``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pathlib
 from ml_collections import ConfigDict
 
 from grpo_jax.config import base as config_lib
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.config.fields import AUTO
 
 _TRUE, _FALSE = ("true", "t", "1", "yes", "on"), ("false", "f", "0", "no", "off")
@@ -135,8 +137,8 @@ def load_module(path: str):
   return module
 
 
-def load(spec: str, overrides: list[str] = ()) -> ConfigDict:
-  """Builds, overrides, validates and locks the config named by ``path[:arg]``."""
+def load(spec: str, overrides: list[str] = ()) -> Experiment:
+  """The Experiment of the config named by ``path[:arg]`` with ``key=value`` ``overrides``."""
   path, _, arg = spec.partition(":")
   if not pathlib.Path(path).exists():
     raise FileNotFoundError(f"config file {path} not found")
@@ -186,6 +188,7 @@ def _get(cfg: ConfigDict, key: str):
   return node
 
 
-def content_hash(cfg: ConfigDict) -> str:
-  blob = json.dumps(cfg.to_dict(), sort_keys=True, default=str).encode()
+def content_hash(e: Experiment | ConfigDict) -> str:
+  """The hash of the whole config (``config.json``'s ``hash``)."""
+  blob = json.dumps(e.to_dict(), sort_keys=True, default=str).encode()
   return hashlib.sha256(blob).hexdigest()[:16]

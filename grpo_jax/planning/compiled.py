@@ -34,6 +34,7 @@ import numpy as np
 from etils import epath
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.planning import hlo, programs
 from grpo_jax.planning.memory import Hardware
 from grpo_jax.rundir import names, read
@@ -289,7 +290,9 @@ def rollout_seconds(records: dict, s: programs.Shapes, hw: Hardware) -> float:
   return steps * decode_step_s(step, hw) + (prefill.roofline_s(hw) if prefill else 0.0)
 
 
-def compile_step(cfg, mesh, hw: Hardware, where: str, log=print, config_name: str = "") -> Report:
+def compile_step(
+  cfg: Experiment, mesh, hw: Hardware, where: str, log=print, config_name: str = ""
+) -> Report:
   """Compiles every program of one RL step of ``cfg`` on ``mesh`` (module doc)."""
   s = programs.shapes(cfg, mesh)
   gather_shapes = param_shapes(s.params, mesh)
@@ -334,7 +337,9 @@ def compile_step(cfg, mesh, hw: Hardware, where: str, log=print, config_name: st
   )
 
 
-def formula_check(cfg, mesh, hw: Hardware, records: dict, resident: float, cache: float) -> dict:
+def formula_check(
+  cfg: Experiment, mesh, hw: Hardware, records: dict, resident: float, cache: float
+) -> dict:
   """``--dry_run``'s formulas (``planning.memory``) beside the compiled numbers, per device:
   {name: (formula bytes, compiled bytes)}."""
   from grpo_jax.planning import dry_run  # noqa: PLC0415
@@ -421,15 +426,15 @@ def write(report: Report, out_dir) -> tuple:
   return write_lib.compiled_report(out_dir, report.to_dict(), markdown(report))
 
 
-def compile_config(cfg, target: str = "auto", topology: str = "", log=print, name: str = ""):
+def compile_config(
+  cfg: Experiment, target: str = "auto", topology: str = "", log=print, name: str = ""
+):
   """``launch.py --mode=compile``: the :class:`Report` of ``cfg``'s step on ``--target`` (a
   named slice, 'cpu' / 'auto': this host's devices) or ``--topology``. Raises ValueError for an
   unknown target or a mesh the slice cannot hold, RuntimeError without libtpu, CompileError
   naming a program that fails."""
-  from grpo_jax.config import experiment  # noqa: PLC0415
   from grpo_jax.planning import topology as topology_lib  # noqa: PLC0415
 
-  cfg = experiment.build(cfg)
   where = topology_lib.resolve(target, topology)
   if where.topology:
     devices = topology_lib.tpu_devices(where.topology)
@@ -449,13 +454,13 @@ def compile_config(cfg, target: str = "auto", topology: str = "", log=print, nam
   return dataclasses.replace(report, config_hash=config_hash(cfg))
 
 
-def config_hash(cfg) -> str:
+def config_hash(cfg: Experiment) -> str:
   from grpo_jax.config import files  # noqa: PLC0415
 
   return files.content_hash(cfg)
 
 
-def compiled_beside_plan(workdir, cfg) -> str | None:
+def compiled_beside_plan(workdir, cfg: Experiment) -> str | None:
   """``--dry_run``'s second table: the formulas beside the compiled bytes of
   ``<workdir>/plan/compiled.json`` when that report is of this very config (None otherwise)."""
   path = epath.Path(workdir) / names.PLAN / names.COMPILED_JSON

@@ -22,7 +22,7 @@ import jax
 
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
-from grpo_jax.config import experiment
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.planning import memory as memory_plan
 from grpo_jax.train import autofit
 from grpo_jax.train.state import uses_reference
@@ -41,7 +41,7 @@ class DryRunPlan:
     return self.model.num_params
 
 
-def model_config(cfg, vocab_size: int | None = None) -> models.ModelConfig:
+def model_config(cfg: Experiment, vocab_size: int | None = None) -> models.ModelConfig:
   """The decoder's shape: a local checkpoint's config.json or ``.gguf`` metadata, else the preset
   or the fields."""
   hf_path = cfg.model.hf_path
@@ -56,7 +56,7 @@ def model_config(cfg, vocab_size: int | None = None) -> models.ModelConfig:
   return mcfg
 
 
-def widths(cfg) -> tuple[int, int, int | None]:
+def widths(cfg: Experiment) -> tuple[int, int, int | None]:
   """(P prompt tokens, R response tokens, the task vocabulary or None)."""
   response = cfg.sampling.max_new_tokens
   if cfg.strategy.enabled and cfg.strategy.num_previews > 1:
@@ -69,12 +69,12 @@ def widths(cfg) -> tuple[int, int, int | None]:
   return cfg.data.max_prompt_tokens, response, None
 
 
-def plan(cfg, num_devices: int | None = None, target: str = "auto", hardware=None):
+def plan(cfg: Experiment, num_devices: int | None = None, target: str = "auto", hardware=None):
   """The memory plan of ``cfg`` on its mesh (``-1`` axes take ``num_devices``; default: the
   product of the explicit axes, or ``jax.device_count()``) on ``target``'s chips
   (``memory.TARGET_CHOICES``; "auto": the local backend's), or on ``hardware`` (a
   ``memory.Hardware``) when given."""
-  cfg = autofit.first_candidate(experiment.build(cfg))  # an auto key: the value it tries first
+  cfg = autofit.first_candidate(cfg)  # an auto key: the value it tries first
   sizes = [cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor]
   if num_devices is None:
     num_devices = math.prod(sizes) if -1 not in sizes else jax.device_count()
@@ -123,7 +123,7 @@ def format_plan(p: DryRunPlan) -> str:
   return "\n".join(lines)
 
 
-def report(cfg, num_devices: int | None = None, target: str = "auto") -> str:
+def report(cfg: Experiment, num_devices: int | None = None, target: str = "auto") -> str:
   """The plan of ``cfg`` as ``launch.py --dry_run [--target]`` prints it."""
   return format_plan(plan(cfg, num_devices, target))
 

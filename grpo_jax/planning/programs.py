@@ -30,7 +30,7 @@ import numpy as np
 from flax import nnx
 
 from grpo_jax import sharding as shard_lib
-from grpo_jax.config import experiment
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.models.hf_io import abstract_params
 from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.models.transformer import compute_params
@@ -75,7 +75,7 @@ abstract = fit.abstract  # ShapeDtypeStructs carrying shardings
 class Shapes:
   """The config's model and widths on a mesh: what every program is built from."""
 
-  cfg: object
+  cfg: Experiment
   mesh: jax.sharding.Mesh
   model: object  # ModelConfig
   graphdef: object
@@ -89,10 +89,10 @@ class Shapes:
     return shard_lib.batch_size_multiple(self.mesh)
 
 
-def shapes(cfg, mesh) -> Shapes:
+def shapes(cfg: Experiment, mesh) -> Shapes:
   """``cfg``'s shapes on ``mesh``; an auto key (``grpo_jax.train.autofit``) at the value it is
   tried with first (the run's log names the one it picks)."""
-  cfg = autofit.first_candidate(experiment.build(cfg))
+  cfg = autofit.first_candidate(cfg)
   prompt, response, vocab = dry_run.widths(cfg)
   mcfg = dry_run.model_config(cfg, vocab)
   graphdef, params = abstract_params(mcfg)
@@ -197,7 +197,7 @@ def eval_programs(s: Shapes) -> list[Program]:
   return rollout_programs(ev, "eval_sample", chunk, n)
 
 
-def _eval_cfg(cfg):
+def _eval_cfg(cfg: Experiment) -> Experiment:
   """The config as evaluation samples: eval's temperature and top-p, no top-k."""
   e = cfg.eval
   sampling = dataclasses.replace(cfg.sampling, temperature=e.temperature, top_p=e.top_p, top_k=0)

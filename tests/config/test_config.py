@@ -6,6 +6,7 @@ import pytest
 from ml_collections import ConfigDict
 
 from grpo_jax import config as config_lib
+from grpo_jax.config import experiment
 from grpo_jax.config import files as config_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -35,10 +36,23 @@ def test_misspelt_key_in_config_file_is_an_error(tmp_path):
     config_file.load(str(bad))
 
 
-def test_loaded_config_is_locked():
-  cfg = config_file.load(str(ROOT / "configs/tiny_test.py"))
+def test_loaded_config_is_frozen_and_derives_new_experiments():
+  e = config_file.load(str(ROOT / "configs/tiny_test.py"))
   with pytest.raises(AttributeError):
-    cfg.loss.new_key = 1
+    e.loss.new_key = 1
+  with pytest.raises(AttributeError):
+    e.cfg.loss.new_key = 1  # the ConfigDict it keeps is locked
+  e2 = e.with_overrides({"steps": 7, "sampling.group_size": 2})
+  assert (e2.steps, e2.sampling.group_size, e.steps) == (7, 2, e.steps)
+  assert e2.to_dict() == {
+    **e.to_dict(),
+    "steps": 7,
+    "sampling": {**e.to_dict()["sampling"], "group_size": 2},
+  }
+  with pytest.raises(KeyError, match="loss.kindd"):
+    e.with_overrides({"loss.kindd": "dapo"})
+  with pytest.raises(ValueError, match="loss.kind = 'ppo'"):
+    e.with_overrides({"loss.kind": "ppo"})
 
 
 @pytest.mark.parametrize(
@@ -80,7 +94,7 @@ def test_nearest_key():
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.stem)
 def test_every_config_file_builds(path):
   cfg = config_file.load(str(path))
-  assert isinstance(cfg, ConfigDict)
+  assert isinstance(cfg, experiment.Experiment) and isinstance(cfg.cfg, ConfigDict)
   assert cfg.sampling.group_size >= 1 and cfg.steps >= 1
   assert len(config_file.content_hash(cfg)) == 16
 

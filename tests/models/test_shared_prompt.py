@@ -121,9 +121,7 @@ def test_prompt_share_keeps_runs_inside_groups(load_cfg):
   assert prompt_share(cfg, 64, 8, 2) == 4  # a group's 8 rows: 4 in each device's part
   assert prompt_share(cfg, 48, 4, 2) == 2  # 6 rows per block: runs of 2 stay inside groups
   assert prompt_share(cfg, 64, 64, 1) == 1
-  cfg.unlock()
-  cfg.loss.share_prompt = False
-  assert prompt_share(cfg, 64, 1, 1) == 1
+  assert prompt_share(cfg.with_overrides({"loss.share_prompt": False}), 64, 1, 1) == 1
 
 
 def _prompt_len(cfg, batch):

@@ -212,7 +212,7 @@ def test_quickstart_compare_is_the_quickstart_beside_its_anchor_and_grpo():
   assert cfg["full"].to_dict() == config_file.load("configs/quickstart.py").to_dict()
   grpo = config_file.load("configs/quickstart_grpo.py:steps=150")
   assert cfg["grpo"].to_dict() == grpo.to_dict()
-  flat = {name: _flat(c) for name, c in cfg.items()}
+  flat = {name: _flat(c.to_dict()) for name, c in cfg.items()}
   assert {f["seed"] for f in flat.values()} == {0} and {f["steps"] for f in flat.values()} == {150}
   differ = {k for k in flat["full"] if len({repr(f[k]) for f in flat.values()}) > 1}
   assert differ == {

@@ -178,10 +178,14 @@ def test_presample_budget_covers_what_dynamic_sampling_draws(
 
   cfg = config_file.load(
     str(ROOT / "configs/tiny_test.py"), ["strategy.enabled=true", "strategy.num_previews=2"]
+  ).with_overrides(
+    {
+      "steps": 5,
+      "sampling.prompts_per_step": prompts,
+      "sampling.group_size": 2,
+      **{f"dapo.{k}": v for k, v in dapo.items()},
+    }
   )
-  cfg.steps, cfg.sampling.prompts_per_step, cfg.sampling.group_size = 5, prompts, 2
-  for k, v in dapo.items():
-    cfg.dapo[k] = v
   mesh = types.SimpleNamespace(shape={"data": 4, "fsdp": 2})  # 8 devices
   asked = {}
   monkeypatch.setattr(

@@ -3,6 +3,7 @@
 part and as the whole batch, no all-reduce left inside the accumulation loop, and the update
 equal to one device's on every mesh (split parameters keep the partitioner's reductions)."""
 
+import dataclasses
 import functools
 import pathlib
 import re
@@ -44,9 +45,8 @@ def _toy(mesh_shape):
 
 
 def _mesh_cfg(data, fsdp, tensor):
-  cfg = config_file.load(str(ROOT / "configs/tiny_test.py")).mesh
-  cfg.data, cfg.fsdp, cfg.tensor = data, fsdp, tensor
-  return cfg
+  mesh = config_file.load(str(ROOT / "configs/tiny_test.py")).mesh
+  return dataclasses.replace(mesh, data=data, fsdp=fsdp, tensor=tensor)
 
 
 def _accumulated(mesh, params, rows, k, reduce_mesh):
@@ -152,8 +152,8 @@ def _sgd_step(shape, rules, load_cfg, synthetic_batch, run_update):
   P_len = task.prompt_len
   batch.tokens_NxL[:, :P_len] = np.repeat(batch.tokens_NxL[::4, :P_len], 4, axis=0)
   new_state, metrics = run_update(update, state, batch, mesh)
-  grads = jax.tree.map(lambda a, b: a - b, jax.device_get(state["params"]), new_state["params"])
-  return grads, metrics, shard_lib.split_axes(shardings["params"])
+  grads = jax.tree.map(lambda a, b: a - b, jax.device_get(state.params), new_state.params)
+  return grads, metrics, shard_lib.split_axes(shardings.params)
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ def update_config(u: dict, vocab_chunk: int):
   cfg.loss.kl_coef = 0.0
   cfg.optimizer.warmup_steps = 0
   cfg.optimizer.learning_rate = 1e-6
-  return cfg
+  return config_lib.finalize(cfg)
 
 
 def mixed_lengths(N: int, T: int) -> np.ndarray:
@@ -159,14 +159,13 @@ def pack_run(u: dict, vocab_chunk: int) -> dict:
   state, ``u["steps"]`` times each; the first of each compiles. Seconds are the best of the rest,
   and the packed rows' share of real tokens against the padded rows'."""
   from grpo_jax import sharding as shard_lib
-  from grpo_jax.config import experiment
   from grpo_jax.train.packing import Packer
 
   N, G, P, T = u["prompts"] * u["group"], u["group"], u["prompt_len"], u["new_tokens"]
   cfg = update_config(u, vocab_chunk)
   model_cfg, mesh, state, update = built(u, cfg)
   host = update_batch(N, G, P, T, model_cfg.vocab_size, mixed_lengths(N, T))
-  loss = dataclasses.replace(experiment.of(cfg).loss, pack=True)
+  loss = dataclasses.replace(cfg.loss, pack=True)
   packed, fill = Packer(loss, G, shard_lib.batch_size_multiple(mesh))(host)
   sides = {k: shard_lib.shard_batch(b, mesh) for k, b in (("padded", host), ("packed", packed))}
   times, losses = {k: [] for k in sides}, {k: [] for k in sides}
