@@ -8,7 +8,8 @@ Exit status: 0 done, 2 config error, 75 preempted (the same command resumes).
 
 import sys
 
-from grpo_jax.runs.launcher import main, parse_args, results_table
+from grpo_jax.runs.launcher import main, parse_args
+from grpo_jax.runs.modes import results_table
 
 __all__ = ["main", "parse_args", "results_table"]
 

@@ -42,7 +42,7 @@ def run(mode: int, steps: int, config: str, overrides: list[str], workdir: str) 
   mean staleness."""
   from grpo_jax.config import files as config_file
   from grpo_jax.rundir import read
-  from grpo_jax.train import loop
+  from grpo_jax.train import modes
 
   cfg = config_file.load(
     config,
@@ -57,7 +57,7 @@ def run(mode: int, steps: int, config: str, overrides: list[str], workdir: str) 
       *overrides,
     ],
   )
-  loop.train(cfg, workdir, log=lambda *_: None)
+  modes.train(cfg, workdir, log=lambda *_: None)
   steady = read.metrics(workdir)[2:]
   # On-policy the step waits for the whole rollout.
   times = {k: float(np.median([m.get(k, m["time/rollout_s"]) for m in steady])) for k in KEYS}

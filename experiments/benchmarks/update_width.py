@@ -39,8 +39,8 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.rollout.one_stage import Policy, SampleSettings
 from grpo_jax.train.length_buckets import LengthAwareUpdate, longest_completion
-from grpo_jax.train.loop import setup
 from grpo_jax.train.packing import Packer
+from grpo_jax.train.run import setup
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
 from grpo_jax.train.warmstart import warm_start

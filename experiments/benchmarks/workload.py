@@ -136,7 +136,7 @@ class OursSteps:
     before = self.counter.count
     rng = jax.random.fold_in(jax.random.key(0), step)
     t0 = time.perf_counter()
-    policy = Policy(self.hf.graphdef, self.state["params"], self.mesh, self.settings)
+    policy = Policy(self.hf.graphdef, self.state.params, self.mesh, self.settings)
     batch = self.rollout(policy, list(range(B)), rng).device_batch()
     t_roll = time.perf_counter() - t0
     t_up = time.perf_counter()
@@ -154,7 +154,7 @@ class OursSteps:
     t_rew = time.perf_counter() - t_rew
     tokens_NxL, mask_NxL = batch.tokens_NxL, batch.input_mask_NxL
     t_lp = time.perf_counter()
-    self.logps_fn(self.state["params"], tokens_NxL, mask_NxL).block_until_ready()
+    self.logps_fn(self.state.params, tokens_NxL, mask_NxL).block_until_ready()
     t_lp = time.perf_counter() - t_lp
     t_ck = time.perf_counter()
     self.ckpt.save(step, self.state)

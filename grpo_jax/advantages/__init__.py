@@ -4,11 +4,11 @@ Pure jnp on rows: ``rewards_N`` with global integer ``group_ids_N`` / ``subgroup
 (negative = padded row). Arrays indexed by id slot end in ``_S`` (N slots). Typical use::
 
   anchor = init_anchor(cfg.hadw)
-  adv_N, anchor, aux = compute(rewards_N, group_ids_N, subgroup_ids_N, cfg, anchor, rng)
+  adv_N, anchor, aux = compute(rewards_N, group_ids_N, subgroup_ids_N, adv, hadw, anchor, rng)
 """
 
 from grpo_jax.advantages.baselines import BASELINES, get_baseline
-from grpo_jax.advantages.compute import AUX_KEYS, Accuracy, compute, row_offsets
+from grpo_jax.advantages.compute import AUX_KEYS, Rewards, aux_keys, compute, row_offsets
 from grpo_jax.advantages.hadw import (
   ANCHOR_KEYS,
   ANCHORS,
@@ -28,7 +28,8 @@ __all__ = [
   "ANCHORS",
   "ANCHOR_KEYS",
   "AUX_KEYS",
-  "Accuracy",
+  "Rewards",
+  "aux_keys",
   "BASELINES",
   "OFFSET_CONTROLS",
   "SCALES",

@@ -25,14 +25,9 @@ from grpo_jax.advantages.normalize import normalize, zero_rounding
 from grpo_jax.advantages.offset_controls import get_offset_control
 from grpo_jax.advantages.offsets import group_stats, valid_rows
 
-AUX_KEYS = (
-  "adv/mean",
-  "adv/abs_mean",
-  "adv/zero_std_frac",
-  "adv/offset_abs_mean",
-  "adv/subgroups_per_prompt",
+BASE_KEYS = ("adv/mean", "adv/abs_mean", "adv/zero_std_frac", "hadw/batch_acc")
+HADW_KEYS = (
   "hadw/anchor",
-  "hadw/batch_acc",
   "hadw/eta",
   "hadw/phi_mean",
   "hadw/phi_min",
@@ -40,30 +35,33 @@ AUX_KEYS = (
   "hadw/phi_boosted_mean",
   "hadw/phi_damped_mean",
 )
+AUX_KEYS = (*BASE_KEYS, *HADW_KEYS, "adv/offset_abs_mean", "adv/subgroups_per_prompt")
 
 
-class Accuracy(NamedTuple):
-  """HA-DW's inputs from the verifier's raw accuracy, before any reward shaping (METHODS §3).
+def aux_keys(adv, hadw, subgroups: bool) -> tuple[str, ...]:
+  """The metrics :func:`compute` returns: HA-DW's with ``hadw.enabled``, the offsets' size with
+  an offset baseline, subgroups per prompt when subgroup ids are given."""
+  keys = BASE_KEYS + HADW_KEYS * hadw.enabled
+  keys += ("adv/offset_abs_mean",) * (adv.baseline in USES_OFFSETS)
+  return keys + ("adv/subgroups_per_prompt",) * subgroups
 
-  ``row_N``: accuracy per row, from which p̂_g is taken (DAPO's overlong penalty shapes the
-  rewards, not this); default: the rewards. ``step``: y_t, when the rows are not every sampled
-  response of the step (DAPO's dynamic sampling drops groups; y_t still averages all of them);
-  default: the mean of ``row_N`` (else of the rewards) over the valid rows."""
 
-  row_N: jax.Array | None = None
+class Rewards(NamedTuple):
+  """Rewards with HA-DW's inputs from the verifier's raw accuracy, before any reward shaping
+  (METHODS §3). ``shaped_N``: what the baseline and the normalisation read. ``accuracy_N``:
+  accuracy per row, from which p̂_g is taken (DAPO's overlong penalty shapes the rewards, not
+  this); default: ``shaped_N``. ``step``: y_t, when the rows are not every sampled response of
+  the step (DAPO's dynamic sampling drops groups; y_t still averages all of them); default: the
+  mean of ``accuracy_N`` over the valid rows."""
+
+  shaped_N: jax.Array
+  accuracy_N: jax.Array | None = None
   step: jax.Array | None = None
 
 
 # Bound on the float32 rounding of Ã = r − μ_g − α·δ for rewards in [0, 1]: 16 ulps of 1.0 per
 # unit of (1 + |α|), an order above what the few operations behind Ã can accumulate.
 RAW_ROUNDING = 2.0**-20
-
-
-def _groups(cfg):
-  """The ``advantage`` and ``hadw`` groups of ``cfg`` (a validated ``Experiment``)."""
-  if "advantage" in cfg and "hadw" in cfg:
-    return cfg["advantage"], cfg["hadw"]
-  raise ValueError("cfg needs the 'advantage' and 'hadw' groups (a whole experiment config works)")
 
 
 def check_ids(group_ids_N, subgroup_ids_N) -> None:
@@ -95,33 +93,38 @@ def row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng) -> ja
 
 
 def compute(
-  rewards_N: jax.Array,
+  rewards: jax.Array | Rewards,
   group_ids_N: jax.Array,
   subgroup_ids_N: jax.Array | None,
-  cfg,
+  adv,
+  hadw,
   anchor: dict[str, jax.Array],
   rng: jax.Array,
-  accuracy: Accuracy | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array], dict[str, jax.Array]]:
   """Advantages for one step (METHODS §1-3). Returns (advantages_N, new_anchor, aux).
 
-  rewards_N float in [0, 1]; group_ids_N / subgroup_ids_N int ids in [0, N), global over the
-  rows, negative = padded row (``subgroup_ids_N=None`` means one subgroup per group). Concrete
-  ids (host arrays) >= N are a ValueError (:func:`check_ids`); traced ids (under jit) are not
-  checked and must be dense: an id >= N would give its row A = 0 and drop it from y_t.
-  ``cfg``: the experiment's ``advantage`` and ``hadw`` groups (a validated ``Experiment``:
+  ``rewards``: rewards_N, float in [0, 1], or :class:`Rewards` with HA-DW's raw-accuracy inputs
+  (p̂_g and y_t, while the baseline and the normalisation (§1-2) read the shaped rewards; by
+  default both come from the rewards, the same when nothing shapes them). group_ids_N /
+  subgroup_ids_N int ids in [0, N), global over the rows, negative = padded row
+  (``subgroup_ids_N=None`` means one subgroup per group, and no ``adv/subgroups_per_prompt``).
+  Concrete ids (host arrays) >= N are a ValueError (:func:`check_ids`); traced ids (under jit)
+  are not checked and must be dense: an id >= N would give its row A = 0 and drop it from y_t.
+  ``adv``, ``hadw``: the experiment's ``advantage`` and ``hadw`` groups (validated at load:
   the values are typed and in range, and only the names are looked up here). ``anchor`` is
   :func:`init_anchor`'s state (returned unchanged when HA-DW is off); ``rng`` a PRNG key (used
-  by the offset controls other than 'none' only). ``aux`` holds the scalars named in ``AUX_KEYS``.
-  ``accuracy``: HA-DW's p̂_g and y_t from the raw accuracy (:class:`Accuracy`), while the
-  baseline and the normalisation (§1-2) use the shaped ``rewards_N``; by default both come from
-  ``rewards_N`` (the same when nothing shapes the reward).
+  by the offset controls other than 'none' only). ``aux`` holds the scalars of
+  :func:`aux_keys`: those of the features in use, no constant by construction.
   """
-  adv_cfg, hadw_cfg = _groups(cfg)
+  adv_cfg, hadw_cfg = adv, hadw
   check_ids(group_ids_N, subgroup_ids_N)
+  rewards_N, accuracy_N, batch_acc = (
+    rewards if isinstance(rewards, Rewards) else (rewards, None, None)
+  )
   rewards_N = jnp.asarray(rewards_N, jnp.float32)
   group_ids_N = jnp.asarray(group_ids_N, jnp.int32)
-  subgroup_ids_N = group_ids_N if subgroup_ids_N is None else jnp.asarray(subgroup_ids_N, jnp.int32)
+  has_subgroups = subgroup_ids_N is not None
+  subgroup_ids_N = jnp.asarray(subgroup_ids_N if has_subgroups else group_ids_N, jnp.int32)
   valid_N = valid_rows(group_ids_N, subgroup_ids_N)
   stats = group_stats(rewards_N, group_ids_N, subgroup_ids_N, valid_N)
   live_N = valid_N & ~stats.degenerate_N  # rows that can carry a non-zero advantage
@@ -144,7 +147,6 @@ def compute(
 
   # §3: HA-DW, on the raw accuracy. y_t counts every valid row of the step, degenerate groups
   # included; p̂_g is the group mean of the accuracy (not of the shaped reward).
-  accuracy_N, batch_acc = accuracy or Accuracy()
   if accuracy_N is None:
     accuracy_N, difficulty_N = rewards_N, stats.group_mean_N
   else:
@@ -155,39 +157,34 @@ def compute(
   if batch_acc is None:
     batch_acc = seg.masked_mean(accuracy_N, valid_N)
   batch_acc = jnp.asarray(batch_acc, jnp.float32)
-  zero = jnp.zeros((), jnp.float32)
-  hadw_aux = dict.fromkeys(
-    ("hadw/anchor", "hadw/eta", "hadw/phi_mean", "hadw/phi_min", "hadw/phi_max"), zero
-  )
-  hadw_aux.update({"hadw/phi_boosted_mean": zero, "hadw/phi_damped_mean": zero})
-  new_anchor = anchor
+  new_anchor, hadw_aux = anchor, {}
   if hadw_cfg.enabled:
     anchor_value, new_anchor, eta = update_anchor(anchor, batch_acc, hadw_cfg)
     phi_N, direction_N = hadw_weights(adv_N, difficulty_N, anchor_value, hadw_cfg.lambda_scale)
     adv_N = jnp.where(valid_N, phi_N * adv_N, 0.0)
+    any_valid = jnp.any(valid_N)
     hadw_aux = {
       "hadw/anchor": anchor_value,
       "hadw/eta": eta,
       "hadw/phi_mean": seg.masked_mean(phi_N, valid_N),
-      "hadw/phi_min": jnp.min(jnp.where(valid_N, phi_N, jnp.inf)),
-      "hadw/phi_max": jnp.max(jnp.where(valid_N, phi_N, -jnp.inf)),
+      "hadw/phi_min": jnp.where(any_valid, jnp.min(jnp.where(valid_N, phi_N, jnp.inf)), 0.0),
+      "hadw/phi_max": jnp.where(any_valid, jnp.max(jnp.where(valid_N, phi_N, -jnp.inf)), 0.0),
       "hadw/phi_boosted_mean": seg.masked_mean(phi_N, valid_N & (direction_N > 0)),
       "hadw/phi_damped_mean": seg.masked_mean(phi_N, valid_N & (direction_N < 0)),
     }
-    any_valid = jnp.any(valid_N)
-    for k in ("hadw/phi_min", "hadw/phi_max"):
-      hadw_aux[k] = jnp.where(any_valid, hadw_aux[k], 0.0)
 
-  n_groups = jnp.sum(stats.group_valid_S.astype(jnp.float32))
-  n_groups_safe = jnp.maximum(n_groups, 1.0)
+  n_groups_safe = jnp.maximum(jnp.sum(stats.group_valid_S.astype(jnp.float32)), 1.0)
   aux = {
     "adv/mean": seg.masked_mean(adv_N, valid_N),
     "adv/abs_mean": seg.masked_mean(jnp.abs(adv_N), valid_N),
     "adv/zero_std_frac": jnp.sum(stats.group_degenerate_S.astype(jnp.float32)) / n_groups_safe,
-    "adv/offset_abs_mean": seg.masked_mean(jnp.abs(stats.offset_S), stats.subgroup_valid_S),
-    "adv/subgroups_per_prompt": jnp.sum(stats.subgroup_valid_S.astype(jnp.float32)) / n_groups_safe,
     "hadw/batch_acc": batch_acc,
     **hadw_aux,
   }
-  aux = {k: jnp.asarray(aux[k], jnp.float32) for k in AUX_KEYS}
+  if adv_cfg.baseline in USES_OFFSETS:
+    aux["adv/offset_abs_mean"] = seg.masked_mean(jnp.abs(stats.offset_S), stats.subgroup_valid_S)
+  if has_subgroups:
+    n_subgroups = jnp.sum(stats.subgroup_valid_S.astype(jnp.float32))
+    aux["adv/subgroups_per_prompt"] = n_subgroups / n_groups_safe
+  aux = {k: jnp.asarray(v, jnp.float32) for k, v in aux.items()}
   return adv_N, new_anchor, aux

@@ -151,7 +151,12 @@ def reject(old_logps_NxT, sample_logps_NxT, mask_NxT, cfg_loss) -> Rejection:
 
 
 def mismatch_metrics(
-  logps_NxT, sample_logps_NxT, mask_NxT, valid_N, rejection: Rejection | None = None
+  logps_NxT,
+  sample_logps_NxT,
+  mask_NxT,
+  valid_N,
+  rejection: Rejection | None = None,
+  veto: bool = False,
 ) -> dict:
   """Sampler-trainer mismatch over a whole batch's scored tokens (``mask_NxT`` before any
   rejection):
@@ -160,8 +165,8 @@ def mismatch_metrics(
                            sampler's tokens (verl's k3_kl), ≥ 0, 0 exactly when the two agree
   mismatch/is_weight_mean  token mean of ρ (untruncated)
   mismatch/is_weight_max   its max over scored tokens
-  mismatch/masked_frac     the share of valid rows rejected (bounds or veto; 0 without rejection)
-  mismatch/veto_frac       the share of valid rows the veto rejected
+  mismatch/masked_frac     the share of valid rows rejected (bounds or veto), with a ``rejection``
+  mismatch/veto_frac       the share of valid rows the veto rejected, with ``veto`` (one is set)
   """
   valid_NxT = mask_NxT > 0
   log_w = log_ratio(logps_NxT, sample_logps_NxT, valid_NxT)
@@ -170,15 +175,16 @@ def mismatch_metrics(
   mean = lambda x: jnp.sum(jnp.where(valid_NxT, x, 0.0)) / tokens
   rows = jnp.maximum(jnp.sum(valid_N), 1)
   share = lambda r_N: jnp.sum(valid_N & r_N) / rows
-  none_N = jnp.zeros(valid_N.shape, bool)
-  rejected_N, vetoed_N = (none_N, none_N) if rejection is None else rejection[1:]
-  return {
+  out = {
     "mismatch/kl": mean((w - 1.0) - log_w),
     "mismatch/is_weight_mean": mean(w),
     "mismatch/is_weight_max": jnp.max(jnp.where(valid_NxT, w, 0.0)),
-    "mismatch/masked_frac": share(rejected_N),
-    "mismatch/veto_frac": share(vetoed_N),
   }
+  if rejection is not None:
+    out["mismatch/masked_frac"] = share(rejection.rejected_N)
+  if rejection is not None and veto:
+    out["mismatch/veto_frac"] = share(rejection.vetoed_N)
+  return out
 
 
 __all__ = [

@@ -87,13 +87,13 @@ def policy_loss(
     scalars, all additive over micro-batches, metrics under stop-gradient):
       loss/total       the returned loss;
       loss/policy      agg(ℓ) with the configured aggregation (after the entropy control);
-      loss/kl          agg(KL_t) (unweighted; 0 without ref_logps_NxT);
+      loss/kl          agg(KL_t) (unweighted; only with ref_logps_NxT);
       loss/entropy     agg(H_t) (unweighted; 0 without entropy_NxT);
       clip/low_frac    fraction of valid tokens with ρ < 1 − ε_low and A < 0 (cispo: any A;
-                       gmpo: log ρ < −ε_low; sapo: 0);
+                       gmpo: log ρ < −ε_low; not with sapo, whose gate has no clip);
       clip/high_frac   fraction of valid tokens with ρ > 1 + ε_high and A > 0 (likewise);
-      clip/dual_frac   fraction of valid tokens capped by the dual clip (A < 0);
-      entropy/controlled_frac  fraction of valid tokens the entropy control changed;
+      clip/dual_frac   fraction of valid tokens capped by the dual clip (A < 0; with one);
+      entropy/controlled_frac  fraction of valid tokens the entropy control changed (with one);
       ppo_kl           token mean of logπ_old − logπ (clamped token log-ratio; k1 of old‖θ);
       ratio/mean       token mean of ρ (gspo: of s_i, gmpo: of R_i, per token).
     Fractions and means divide by the step's valid-token count (token_mean), whatever the
@@ -133,8 +133,7 @@ def policy_loss(
   policy = agg(loss_NxT, valid_NxT, denoms)
   total = policy
 
-  zero = jnp.zeros((), dtype)
-  kl = entropy = zero
+  kl = entropy = jnp.zeros((), dtype)
   if ref_logps_NxT is not None:
     ref_logps_NxT = jnp.where(valid_NxT, ref_logps_NxT, 0.0).astype(dtype)
     kl = agg(kl_penalty(logps_NxT, ref_logps_NxT, cfg_loss.kl_estimator), valid_NxT, denoms)
@@ -151,15 +150,17 @@ def policy_loss(
   aux = {
     "loss/total": sg(total),
     "loss/policy": sg(policy),
-    "loss/kl": sg(kl),
     "loss/entropy": sg(entropy),
-    "clip/low_frac": frac(flags["low"]),
-    "clip/high_frac": frac(flags["high"]),
-    "clip/dual_frac": frac(flags["dual"]),
-    "entropy/controlled_frac": frac(controlled_NxT),
     "ppo_kl": sg(token_mean(-log_ratio_NxT, valid_NxT, denoms)),
     "ratio/mean": sg(token_mean(ratio_NxT, valid_NxT, denoms)),
   }
+  if ref_logps_NxT is not None:
+    aux["loss/kl"] = sg(kl)
+  clips = () if cfg_loss.kind == "sapo" else ("low", "high")  # sapo: its gate bounds the update
+  clips += ("dual",) * (cfg_loss.dual_clip != 0)
+  aux.update({f"clip/{k}_frac": frac(flags[k]) for k in clips})
+  if entropy_control.applies(cfg_loss):
+    aux["entropy/controlled_frac"] = frac(controlled_NxT)
   return total, aux
 
 

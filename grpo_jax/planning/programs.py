@@ -1,7 +1,7 @@
 """Every jitted program one RL step of a config runs, with abstract arguments at the config's
 shapes and shardings, built as the loop builds them: nothing is allocated, no weight is read.
 
-  reshard       train layout -> sampler layout of the parameters (``loop.draw``'s ``reshard``)
+  reshard       train layout -> sampler layout of the parameters (``train.step.draw_batch``)
   sample        the rollout sampler (prefill + decode loops; ``sampling.sampler.program``);
                 two-stage: ``sample_previews`` (B·K rows, M new tokens) and
                 ``sample_completions`` (B·G rows after context + preview). DAPO's refill
@@ -149,7 +149,7 @@ def _rows(s: Shapes, n: int, width: int, dtype=jnp.int32):
 
 def sampler_params(s: Shapes):
   """The sampler's copy (``sampling.weights``): the masters in the compute dtype, in the sampler
-  layout (``mesh.sample_rules``), as ``loop.draw`` hands them."""
+  layout (``mesh.sample_rules``), as ``train.step.draw_batch`` hands them."""
   rules = shard_lib.rules_for(s.cfg.mesh, "sample")
   cast = jax.eval_shape(lambda p: compute_params(p, s.cfg.model.dtype), s.params)
   return abstract(cast, shard_lib.state_shardings(cast, s.mesh, rules))
@@ -187,7 +187,8 @@ def rollout_programs(s: Shapes, prefix: str, prompts: int, group: int) -> list[P
 
 
 def eval_programs(s: Shapes) -> list[Program]:
-  """Evaluation's sampler: ``loop._evaluator``'s chunks of problems × eval.num_samples rows."""
+  """Evaluation's sampler: ``train.modes.evaluator``'s chunks of problems × eval.num_samples
+  rows."""
   cfg = s.cfg
   B, G, n = cfg.sampling.prompts_per_step, cfg.sampling.group_size, cfg.eval.num_samples
   chunk = B * G // n if (B * G) % n == 0 else B
@@ -205,7 +206,7 @@ def _eval_cfg(cfg: Experiment) -> Experiment:
 
 
 def reshard_program(s: Shapes) -> Program:
-  """The masters' move to the sampler's copy (``loop.setup``'s ``to_sampler``)."""
+  """The masters' move to the sampler's copy (``train.run.setup``'s ``to_sampler``)."""
   train = shard_lib.state_shardings(s.params, s.mesh, shard_lib.rules_for(s.cfg.mesh))
   shardings = jax.tree.map(lambda x: x.sharding, sampler_params(s))
   fn = sampler_copy(s.cfg.model.dtype, shardings)

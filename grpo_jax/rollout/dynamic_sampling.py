@@ -138,20 +138,26 @@ def max_prompts_per_step(cfg, row_multiple: int = 1) -> int:
   return prompts_per_round(cfg, row_multiple) * max(rounds, 1)
 
 
-def step_metrics(rounds: list[dict], out: dict, kept: int, field: str = "accuracy_N") -> dict:
+def step_metrics(
+  rounds: list[dict], out: dict, kept: int, field: str = "accuracy_N", shapes: bool = True
+) -> dict:
   """``dapo/*`` and ``response/truncated_frac`` of a step from its rounds' per-row arrays
   (``rewards_N``, ``accuracy_N``, ``group_ids_N``) and the step batch's (``group_ids_N``,
   ``truncated_N``, ``loss_mask_N``), every one over the job's rows; ``kept``: groups kept;
   ``field``: the filter's row metric (:func:`filter_field`), whose not-all-equal groups
-  ``dapo/informative_frac`` counts."""
+  ``dapo/informative_frac`` counts; ``shapes``: whether DAPO shapes the batch at all (without,
+  only ``response/truncated_frac``)."""
   real_N = out["group_ids_N"] >= 0
   real_mean = lambda x_N: float(np.mean(x_N[real_N])) if real_N.any() else 0.0
   raw_N = np.concatenate([r["accuracy_N"] for r in rounds])
   shaped_N = np.concatenate([r["rewards_N"] for r in rounds])
   sampled = sum(len(np.unique(r["group_ids_N"][r["group_ids_N"] >= 0])) for r in rounds)
   informative = sum(len(informative_groups(r[field], r["group_ids_N"])) for r in rounds)
+  truncated = {"response/truncated_frac": real_mean(out["truncated_N"])}
+  if not shapes:
+    return truncated
   return {
-    "response/truncated_frac": real_mean(out["truncated_N"]),
+    **truncated,
     "dapo/kept_groups": float(kept),
     "dapo/rounds": float(len(rounds)),
     "dapo/sampled_groups": float(sampled),
@@ -235,9 +241,10 @@ def sample_batch(
     out = exchange.local(out)
   else:
     out, out_view = batches[0], views[0]
+  shapes = dapo.dynamic_sampling or dapo.overlong_filter or dapo.overlong_penalty
   metrics = {
     **exchange.mean(batches[0].metrics),
-    **step_metrics(views, out_view, len(picks), field),
+    **step_metrics(views, out_view, len(picks), field, shapes),
   }
   # HA-DW's batch accuracy y_t covers every sampled response, dropped groups included, before
   # reward shaping (METHODS §3).

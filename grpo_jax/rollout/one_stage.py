@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from grpo_jax.rollout.batch import RolloutBatch
-from grpo_jax.sampling.engine import build_engine, generate_with
+from grpo_jax.sampling.engine import build_engine, generate_with, push_metrics
 from grpo_jax.sampling.policy import Policy, SampleSettings
 
 
@@ -63,7 +63,7 @@ class OneStageRollout:
       metrics={
         "rollout/decode_waste": samples.decode_waste,
         "time/reward_s": reward_s,
-        "time/weight_push_s": push_s,
+        **push_metrics(self.engine, push_s),
         **self.engine.memory,  # memory/engine_*: an external engine's own
         **reward_m,  # this call's reward functions' (or grader's) scalars
       },

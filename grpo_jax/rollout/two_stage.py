@@ -24,7 +24,7 @@ from etils import epath
 from grpo_jax.rollout import dynamic_sampling
 from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.rundir import names, write
-from grpo_jax.sampling.engine import build_engine
+from grpo_jax.sampling.engine import build_engine, push_metrics
 from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
 from grpo_jax.strategy import layout
@@ -146,7 +146,7 @@ class TwoStageRollout:
     )
     metrics["rollout/decode_waste"] = samples.decode_waste  # stage 2's loop
     metrics["time/reward_s"] = reward_s
-    metrics["time/weight_push_s"] = push_s
+    metrics.update(push_metrics(self.engine, push_s))
     if self.engine is not None:
       metrics.update(self.engine.memory)  # memory/engine_*: its own memory
     metrics.update(reward_m)  # this call's reward functions' (or grader's) scalars

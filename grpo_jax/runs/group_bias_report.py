@@ -25,7 +25,7 @@ def seed_correct(config: str, seed: int, samples: int, workdir: pathlib.Path):
   run_dir = workdir / f"seed{seed}"
   files = study.problem_files(run_dir) if (run_dir / "eval").exists() else {}
   if 0 not in files:
-    from grpo_jax.train.loop import evaluate_run, train  # noqa: PLC0415 (loads jax)
+    from grpo_jax.train.modes import evaluate_run, train  # noqa: PLC0415 (loads jax)
 
     train(cfg, run_dir, presample_only=True)  # the warm start, checkpointed at step 0
     evaluate_run(cfg, run_dir, step=0)

@@ -36,8 +36,8 @@ import sys
 
 from grpo_jax import config as config_lib
 from grpo_jax.config import files as config_file
-from grpo_jax.rundir import tables
 from grpo_jax.runs import preflight
+from grpo_jax.runs.modes import MODES
 
 
 def parse_args(argv: list[str]):
@@ -215,21 +215,6 @@ def parse_args(argv: list[str]):
   return args, overrides
 
 
-def results_table(results: dict) -> str:
-  ks = [
-    k
-    for k in results.get("before", results.get("after", {}))
-    if k.startswith("pass@") and not k.endswith("_ci")
-  ]
-  rows = [
-    [f"{name} RL"] + [tables.interval(r[k], *r.get(k + "_ci", ())) for k in ks]
-    for name in ("before", "after")
-    if (r := results.get(name)) is not None
-  ]
-  table = tables.markdown(["policy", *ks], rows)
-  return f"held-out problems: {results['num_eval_problems']}\n{table}"
-
-
 def _config_error(e: Exception) -> int:
   print(f"config error: {e.args[0] if e.args else e}", file=sys.stderr)
   return 2
@@ -277,7 +262,7 @@ def _ray_sweep(args, overrides, bundle: dict, script: str) -> int:
 def _sweep_eval(args, overrides) -> int:
   """``--sweep --mode=eval``: every member's checkpoint (each member checked first)."""
   from grpo_jax.runs import sweep
-  from grpo_jax.train.loop import evaluate_run
+  from grpo_jax.train.modes import evaluate_run
 
   members = []
   try:
@@ -292,23 +277,6 @@ def _sweep_eval(args, overrides) -> int:
     evaluate_run(cfg, workdir, args.step)
     print(f"evaluated: {workdir}")
   return 0
-
-
-def _compile(cfg, args) -> int:
-  """``--mode=compile``: every program of one step compiled for the target; the report goes to
-  <workdir>/plan/compiled.{json,md} once all compiled (nothing is written before)."""
-  from grpo_jax.planning import compiled
-
-  name = pathlib.Path(args.config.split(":")[0]).stem
-  try:
-    report = compiled.compile_config(cfg, args.target, args.topology, name=name)
-  except RuntimeError as e:  # no libtpu; a program that does not compile
-    print(f"error: {e}", file=sys.stderr)
-    return 1
-  print(compiled.markdown(report))
-  js, _ = compiled.write(report, pathlib.Path(args.workdir) / "plan")
-  print(f"report: {js}")
-  return 0 if report.fits else 3
 
 
 def main(argv: list[str], script: str = "experiments/launch.py") -> int:
@@ -363,7 +331,7 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
         print(beside)
       return 0
     if args.mode == "compile":
-      return _compile(cfg, args)
+      return MODES["compile"](cfg, args)
     preflight.check_model_path(cfg.model.hf_path)
     preflight.check_engine(cfg.sampling.engine)
     preflight.check_storage(args.workdir)
@@ -376,47 +344,8 @@ def main(argv: list[str], script: str = "experiments/launch.py") -> int:
   _initialize(args)
   try:
     preflight.check_mesh(cfg.mesh)
-    return _run(cfg, args)
+    return MODES[args.mode](cfg, args)
   # A malformed data row, a pack width under the prompt's: found once the data is read, before
   # any model is built or file written; a resume under a changed config.
   except (preflight.PreflightError, ConfigError, DataError) as e:
     return _config_error(e)
-
-
-def _run(cfg, args) -> int:
-  """One run directory's ``--mode`` (after the preflight); returns the exit status."""
-  from grpo_jax.train import train
-
-  if args.mode == "eval":
-    from grpo_jax.train.loop import evaluate_run
-
-    evaluate_run(cfg, args.workdir, args.step)
-    print(f"run directory: {args.workdir}")
-    return 0
-  if args.mode == "profile":
-    out = train(cfg, args.workdir, allow_config_change=args.allow_config_change, profile_only=True)
-    print(f"difficulty profile: {out['profile']}\nrun directory: {args.workdir}")
-    return 0
-  if args.mode == "export":
-    from grpo_jax.train.export import export_run
-
-    export_run(cfg, args.workdir, args.out or os.path.join(args.workdir, "hf"), args.step)
-    return 0
-  if args.mode == "presample":
-    allow = args.allow_config_change
-    out = train(cfg, args.workdir, presample_only=True, allow_config_change=allow)
-    print(f"presampled previews: {out['presample']}\nrun directory: {args.workdir}")
-    return 0
-  from grpo_jax.train.preemption import EXIT_CODE, Preempted
-
-  try:
-    results = train(cfg, args.workdir, allow_config_change=args.allow_config_change)
-  except Preempted as e:
-    print(f"{e}\nrun directory: {args.workdir}")
-    return EXIT_CODE
-  print(results_table(results))
-  print(f"run directory: {args.workdir}")
-  return 0
-
-
-__all__ = ["main", "parse_args", "results_table"]

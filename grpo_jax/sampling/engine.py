@@ -74,6 +74,14 @@ class JaxEngine:
     return sample_rows(policy, prompts_NxP, prompt_mask_NxP, rng, **kw)
 
 
+def push_metrics(engine, seconds: float) -> dict[str, float]:
+  """``time/weight_push_s`` of an engine that holds its own weights; nothing for the jitted
+  sampler (``engine`` ``JaxEngine`` or None), which reads the trainer's parameters."""
+  if engine is None or engine.name == JaxEngine.name:
+    return {}
+  return {"time/weight_push_s": seconds}
+
+
 def generate_with(engine, policy, task, prompts_NxP, prompt_mask_NxP, rng, group_size=1):
   """(``Samples`` with the task's decoded texts, push seconds): ``sampling.generate`` through
   ``engine``, after pushing ``policy.params`` to it."""

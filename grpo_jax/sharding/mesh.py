@@ -77,8 +77,9 @@ def under_mesh(fn, mesh: Mesh):
 
 def init_sharded(init_fn, params, shardings):
   """``init_fn(params)`` (e.g. the train state) created directly in ``shardings``: params are
-  placed by their own shardings first, so no device ever holds an unsharded optimizer state."""
-  params = place(params, shardings["params"])
+  placed by their own shardings first (``shardings.params``), so no device ever holds an
+  unsharded optimizer state."""
+  params = place(params, shardings.params)
   return jax.jit(init_fn, out_shardings=shardings)(params)
 
 

@@ -1,4 +1,5 @@
-"""Orbax checkpoints of the whole train state (params, optimizer, anchor, step, RNG, cursor)."""
+"""Orbax checkpoints of the whole train state (params, optimizer, anchor, step, RNG, cursor):
+one item per set ``TrainState`` field, by name."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from grpo_jax.rundir import paths
+from grpo_jax.train.state import TrainState
 
 
 class Checkpointer:
@@ -22,13 +24,15 @@ class Checkpointer:
   def due(self, step: int, last: bool = False) -> bool:
     return (self.every > 0 and step % self.every == 0) or last
 
-  def save(self, step: int, state) -> None:
-    self._mgr.save(step, args=ocp.args.StandardSave(state))
+  def save(self, step: int, state: TrainState) -> None:
+    self._mgr.save(step, args=ocp.args.StandardSave(state.to_dict()))
 
-  def restore(self, abstract_state, step: int | None = None):
-    """``abstract_state``: a pytree of ``jax.ShapeDtypeStruct`` carrying the target shardings."""
+  def restore(self, abstract_state: TrainState, step: int | None = None) -> TrainState:
+    """``abstract_state``: a ``TrainState`` of ``jax.ShapeDtypeStruct`` carrying the target
+    shardings (:func:`abstract_like`)."""
     step = self.latest_step() if step is None else step
-    return self._mgr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+    target = ocp.args.StandardRestore(abstract_state.to_dict())
+    return TrainState.from_dict(self._mgr.restore(step, args=target))
 
   def reached_preemption(self, step: int) -> bool:
     """Orbax's preemption sync point (multi-host ``jax.distributed``): True on every process at

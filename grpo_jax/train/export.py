@@ -12,15 +12,12 @@ import os
 import pathlib
 import shutil
 
-from etils import epath
-
 from grpo_jax import models
-from grpo_jax.config import experiment
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.models import build, gguf_io, hf_config, hf_io
 from grpo_jax.rundir import names, paths
 from grpo_jax.sharding import distributed
-from grpo_jax.train import console
-from grpo_jax.train.checkpoint import Checkpointer, abstract_like
+from grpo_jax.train.run import open_run, policy_params
 
 GENERATION_CONFIG = "generation_config.json"
 
@@ -54,32 +51,29 @@ def _generation_config(cfg, tokenizer, out: pathlib.Path) -> None:
 
 
 def export_run(
-  cfg, workdir: str | os.PathLike, out: str | pathlib.Path, step: int | None = None, log=print
+  e: Experiment,
+  workdir: str | os.PathLike,
+  out: str | pathlib.Path,
+  step: int | None = None,
+  log=print,
 ) -> pathlib.Path:
   """Writes the checkpoint of run directory ``workdir`` (step ``step``, default the latest) as a
   Hugging Face directory ``out`` (a local folder; the run directory may be a URI such as
   ``gs://``); returns ``out``. ``log`` prints on process 0 only."""
-  from grpo_jax.train.loop import setup
-
-  cfg = experiment.build(cfg)
   if paths.is_uri(out):
     raise ValueError(f"export writes a local Hugging Face directory (--out); got {out}")
-  workdir, out = epath.Path(workdir), pathlib.Path(out)
-  log = console.primary_log(log)
-  s = setup(cfg, log=log)
-  ckpt = Checkpointer(workdir / names.CHECKPOINTS, cfg.checkpoint.every, cfg.checkpoint.keep)
-  if ckpt.latest_step() is None:
-    ckpt.close()
-    raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}")
-  step = ckpt.latest_step() if step is None else step
-  params = ckpt.restore(abstract_like(s.state_shapes, s.state_shardings), step)["params"]
-  ckpt.close()
-  model_cfg, hf = source_config(cfg, len(s.task.tokenizer))
-  hf_path = cfg.model.hf_path
+  out = pathlib.Path(out)
+  with open_run(e, workdir, "export", log=log) as run:
+    if run.ckpt.latest_step() is None:
+      raise FileNotFoundError(f"no checkpoint in {run.workdir / names.CHECKPOINTS}")
+    params, step = policy_params(run, step)
+  s, log = run.s, run.log
+  model_cfg, hf = source_config(e, len(s.task.tokenizer))
+  hf_path = e.model.hf_path
   tokenizer = build.load_tokenizer(hf_path) if hf_path else s.task.tokenizer
   model = models.HFModel(s.graphdef, params, model_cfg, tokenizer, hf)
   if distributed.is_primary():
     models.save_hf(model, out)
-    _generation_config(cfg, tokenizer, out)
+    _generation_config(e, tokenizer, out)
     log(f"exported step {step} of {workdir} to {out}")
   return out

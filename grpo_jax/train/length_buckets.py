@@ -9,7 +9,7 @@ read. So for W ≥ the longest completion, the update of tokens_Nx(P+W), input_m
 the response arrays' first W slots equals the full-width one up to float rounding, with every
 pass (old log-probs, reference, policy) over P + W positions instead of P + T. The one
 normaliser that counts slots, Dr.GRPO's T_max with ``loss.norm_length`` = 0, keeps the sampled
-T (``update.make_update_fn``'s ``completion_len``); lengths (DAPO's overlong penalty) are the
+T (``update.UpdateSpec.completion_len``); lengths (DAPO's overlong penalty) are the
 rollout's, before any cut.
 
 W is the longest completion rounded up to the nearest of n widths ceil(T / 2^k), k < n
@@ -71,6 +71,17 @@ def cut(batch: UpdateBatch, width: int) -> UpdateBatch:
   return batch.replace(**changes)
 
 
+@dataclasses.dataclass
+class Prepared:
+  """A batch ready for the update: ``batch`` its ``UpdateBatch`` on the mesh, ``T`` the sampled
+  response slots (which compiled update runs it), ``metrics`` ``update/width``,
+  ``update/compiled_widths`` and, packed, ``pack/*``."""
+
+  batch: UpdateBatch
+  T: int
+  metrics: dict
+
+
 class LengthAwareUpdate:
   """``update(state, batch) -> (state, metrics)`` for a host ``RolloutBatch``: the jitted update
   ``make_step(T)`` (built once per sampled width T: its ``completion_len``) run on the batch cut
@@ -98,26 +109,47 @@ class LengthAwareUpdate:
     longest = distributed.global_max(longest_completion(mask_NxT))
     return T, bucket_width(longest, bucket_widths(T, self.buckets))
 
-  def __call__(self, state, batch):
+  def prepare(self, batch) -> Prepared:
+    """A host ``RolloutBatch`` as the update reads it: cut to its bucket width, packed (with a
+    ``pack``), its rows sharded over the mesh; logs each new shape once."""
     T, W = self.width(batch)
-    if T not in self.steps:
-      self.steps[T] = self.make_step(T)
-    arrays, extra = cut(batch.device_batch(), W), {}
+    arrays, metrics = cut(batch.device_batch(), W), {}
     shape = (T, W)
     if self.pack is not None:
-      arrays, extra = self.pack(arrays)
-      shape = (T, W, int(extra["pack/rows"]))
+      arrays, metrics = self.pack(arrays)
+      shape = (T, W, int(metrics["pack/rows"]))
     if shape not in self.shapes:
       self.shapes.append(shape)
       if self.log is not None:
         widths = bucket_widths(T, self.buckets)
         packed = f", {shape[2]} packed rows" if self.pack is not None else ""
         self.log(f"update: width {W} of {T} response slots (buckets {list(widths)}){packed}")
+    metrics.update({"update/width": W, "update/compiled_widths": len(self.shapes)})
+    return Prepared(shard_lib.shard_batch(arrays, self.mesh), T, metrics)
+
+  def run(self, state, prepared: Prepared):
+    """The update compiled for ``prepared``'s T (ahead, at load, when it accepts these shapes)
+    on its batch: ``(state, metrics)``."""
+    T = prepared.T
     ahead = self.compiled.get(T)
-    step = ahead.compiled if ahead is not None and ahead.accepts(arrays) else self.steps[T]
-    state, metrics = step(state, shard_lib.shard_batch(arrays, self.mesh))
-    extra.update({"update/width": W, "update/compiled_widths": len(self.shapes)})
-    return state, {**metrics, **extra}
+    if ahead is not None and ahead.accepts(prepared.batch):
+      return ahead.compiled(state, prepared.batch)
+    if T not in self.steps:
+      self.steps[T] = self.make_step(T)
+    return self.steps[T](state, prepared.batch)
+
+  def __call__(self, state, batch):
+    """``run(state, prepare(batch))``, the prepared batch's metrics added."""
+    prepared = self.prepare(batch)
+    state, metrics = self.run(state, prepared)
+    return state, {**metrics, **prepared.metrics}
 
 
-__all__ = ["LengthAwareUpdate", "bucket_width", "bucket_widths", "cut", "longest_completion"]
+__all__ = [
+  "LengthAwareUpdate",
+  "Prepared",
+  "bucket_width",
+  "bucket_widths",
+  "cut",
+  "longest_completion",
+]

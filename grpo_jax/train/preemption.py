@@ -9,6 +9,7 @@ it at each step boundary (``distributed.global_max``), so all stop at the same s
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 
@@ -61,6 +62,21 @@ class PreemptionWatch:
     if jax.process_count() == 1:
       return self.flag
     return bool(distributed.global_max(int(self.flag)))
+
+  @contextlib.contextmanager
+  def rollout_failure(self, ckpt, log=print, preempted: bool = False):
+    """SIGTERM and a rollout that failed inside (its grader killed with the process, say): the
+    run stops as preempted at its last checkpoint, which holds what a resume needs. Any other
+    failure is raised as it is. ``preempted``: SIGTERM already agreed on (``reached``)."""
+    try:
+      yield
+    except Exception as error:
+      if not (preempted or self.flag):
+        raise
+      ckpt.wait()
+      at = ckpt.latest_step()
+      log(f"preempted; the rollout failed ({error!r}): the rerun resumes from step {at}")
+      raise Preempted(at) from error
 
   def close(self) -> None:
     for sig, handler in self._previous.items():

@@ -1,6 +1,6 @@
 """The difficulty profile (``launch.py --mode=profile``) and the pass-rate band it feeds.
 
-The loop (``grpo_jax.train.loop.train``) profiles the initial, warm-started policy of a fresh
+The run (``grpo_jax.train.modes.band``) profiles the initial, warm-started policy of a fresh
 run with ``data.pass_rate_band`` set (unless ``data.pass_rate_file`` names a profile), and
 ``--mode=profile`` profiles a workdir's latest checkpoint (warm-starting a fresh one first).
 ``Profiler.run`` samples ``profile.num_samples`` one-stage completions of each of the first

@@ -1,46 +1,71 @@
-"""The train state: one plain pytree that is sharded, donated and checkpointed as a whole.
+"""The train state: one typed pytree that is sharded, donated and checkpointed as a whole.
 
-``{"params", "opt_state", "anchor", "step", "rng", "data_pos"}``: policy parameters (pure dict of
-arrays), optax state, the HA-DW anchor state (METHODS §3), the number of RL updates done, the
-run's base PRNG key (per-step keys are ``fold_in(rng, step)``, so a resumed run draws the same
-numbers), and the position of the next training prompt in the task's stream. With
-``loss.kl_coef != 0`` also ``ref_params``: a frozen copy of the initial policy (the reference of
-the KL penalty, METHODS §4), sharded like ``params`` and checkpointed with them; without KL it
-is absent and no reference forward pass exists. The reference's matrices are stored in the
-compute dtype (``models.compute_params``).
+:class:`TrainState` holds the policy parameters (pure dict of arrays), the optax state, the HA-DW
+anchor state (METHODS §3), the number of RL updates done, the run's base PRNG key (per-step keys
+are ``fold_in(rng, step)``, so a resumed run draws the same numbers) and the position of the
+next training prompt in the task's stream. With ``loss.kl_coef != 0`` also ``ref_params``: a
+frozen copy of the initial policy (the reference of the KL penalty, METHODS §4), sharded like
+``params`` and checkpointed with them; without KL it is None and no reference forward pass
+exists. The reference's matrices are stored in the compute dtype (``models.compute_params``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 
 from grpo_jax import advantages
 from grpo_jax.models.transformer import compute_params
 
 
-def init_state(params, optimizer: optax.GradientTransformation, cfg) -> dict:
-  state = {
-    "params": params,
-    "opt_state": optimizer.init(params),
-    "anchor": advantages.init_anchor(cfg.hadw),
-    "step": jnp.zeros((), jnp.int32),
-    "rng": jax.random.PRNGKey(cfg.seed),
-    "data_pos": jnp.zeros((), jnp.int32),
-  }
-  if uses_reference(cfg):
+@struct.dataclass
+class TrainState:
+  params: Any
+  opt_state: Any
+  anchor: dict
+  step: jax.Array  # int32 scalar: RL updates done
+  rng: jax.Array  # the run's base key
+  data_pos: jax.Array  # int32 scalar: the next training prompt's position
+  ref_params: Any = None  # loss.kl_coef != 0 only
+
+  def to_dict(self) -> dict:
+    """The fields that are set, by name: what a checkpoint stores (one directory per field)."""
+    out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    return {k: v for k, v in out.items() if v is not None}
+
+  @classmethod
+  def from_dict(cls, d: dict) -> TrainState:
+    return cls(**d)
+
+
+def init_state(params, optimizer: optax.GradientTransformation, e) -> TrainState:
+  """The state before the first step of experiment ``e`` (its seed, ``hadw``, ``loss`` and
+  ``model`` groups)."""
+  ref_params = None
+  if uses_reference(e):
     # A copy, not an alias: the update donates the state, and one buffer may not be donated
     # twice. Frozen, so its matrices are kept as the forward pass reads them (float32 masters
     # with bf16 compute: a bf16 reference, same log-probs, half the bytes).
-    ref_params = compute_params(params, cfg.model.dtype)
-    state["ref_params"] = jax.tree.map(jnp.copy, ref_params)
-  return state
+    ref_params = jax.tree.map(jnp.copy, compute_params(params, e.model.dtype))
+  return TrainState(
+    params=params,
+    opt_state=optimizer.init(params),
+    anchor=advantages.init_anchor(e.hadw),
+    step=jnp.zeros((), jnp.int32),
+    rng=jax.random.PRNGKey(e.seed),
+    data_pos=jnp.zeros((), jnp.int32),
+    ref_params=ref_params,
+  )
 
 
-def uses_reference(cfg) -> bool:
+def uses_reference(e) -> bool:
   """Whether the run keeps and runs a reference model (``loss.kl_coef != 0``)."""
-  return cfg.loss.kl_coef != 0.0
+  return e.loss.kl_coef != 0.0
 
 
 def step_keys(rng, step: int) -> dict[str, jax.Array]:

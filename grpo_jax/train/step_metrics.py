@@ -1,6 +1,6 @@
 """The host-side metrics of one RL step (``docs/metrics.md``): the learning rate, throughput,
-step-phase times and peak memory beside the update's own, and the metrics of features a run
-does not use dropped, so no logged key is a constant by construction.
+step-phase times and peak memory beside the update's own. Every source logs only the metrics of
+the features a run uses, so no logged key is a constant by construction.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import sys
 import jax
 import numpy as np
 
-from grpo_jax import strategy
-from grpo_jax.losses import correction
 from grpo_jax.train.optimizer import learning_rate_schedule
 
 GIB = 2.0**30
@@ -51,39 +49,21 @@ def peak_memory() -> dict[str, float]:
   return out
 
 
-def inactive(e) -> tuple[str, ...]:
-  """Key prefixes of the features this run does not use: their metrics would be constants."""
-  d = e.dapo
-  drop = []
-  if not e.hadw.enabled:  # hadw/batch_acc stays: the batch accuracy y_t, HA-DW on or off
-    drop += ["hadw/anchor", "hadw/eta", "hadw/phi_"]
-  if not (d.dynamic_sampling or d.overlong_filter or d.overlong_penalty):
-    drop.append("dapo/")
-  if e.loss.kl_coef == 0:
-    drop.append("loss/kl")  # no reference model
-  if e.sampling.engine == "jax":
-    drop.append("time/weight_push_s")  # the jitted sampler reads the trainer's parameters
-  if not correction.rejects(e.loss):
-    drop.append("mismatch/masked_frac")
-  if correction.bounds(e.loss)[2] <= 0:
-    drop.append("mismatch/veto_frac")
-  if e.loss.dual_clip == 0:
-    drop.append("clip/dual_frac")
-  if e.loss.kind == "sapo":  # no clip: its gate bounds the update
-    drop += ["clip/low_frac", "clip/high_frac"]
-  if e.loss.entropy_control == "none":
-    drop.append("entropy/controlled_frac")
-  if e.advantage.baseline != "subgroup_offset":
-    drop.append("adv/offset_abs_mean")
-  if not strategy.is_two_stage(e):
-    drop += ["adv/subgroups_per_prompt", "strategy/"]
-  return tuple(drop)
+def host(e, task, batch, step: int, times: tuple[float, float, float], rollout_s: float) -> dict:
+  """The step's host-side metrics: ``time/update_s`` and ``time/step_s`` from ``times`` = (step
+  start, update start, update end), throughput, peak memory, ``optim/lr`` and, with a pass-rate
+  band, ``data/band_problems``."""
+  t0, t1, t2 = times
+  out = {
+    "time/update_s": t2 - t1,
+    "time/step_s": t2 - t0,
+    **throughput(batch, rollout_s, t2 - t1),
+    **peak_memory(),
+    "optim/lr": learning_rate(e, step),
+  }
+  if e.data.pass_rate_band:
+    out["data/band_problems"] = len(task.train_rows)
+  return out
 
 
-def active(metrics: dict[str, float], e) -> dict[str, float]:
-  """``metrics`` without the keys of :func:`inactive` features."""
-  drop = inactive(e)
-  return {k: v for k, v in metrics.items() if not k.startswith(drop)}
-
-
-__all__ = ["active", "inactive", "learning_rate", "peak_memory", "throughput"]
+__all__ = ["host", "learning_rate", "peak_memory", "throughput"]

@@ -40,7 +40,9 @@ def outputs(cfg, steps=3):
   rng = np.random.default_rng(0)
   for t in range(steps):
     r = R if t == steps - 1 else (rng.random(R.shape) < 0.3 + 0.3 * t).astype(np.float32)
-    adv, anchor, _ = adv_lib.compute(r, GID, SID, cfg, anchor, jax.random.key(7))
+    adv, anchor, _ = adv_lib.compute(
+      r, GID, SID, cfg.advantage, cfg.hadw, anchor, jax.random.key(7)
+    )
   return np.asarray(adv), np.concatenate([np.ravel(np.asarray(v)) for v in anchor.values()])
 
 

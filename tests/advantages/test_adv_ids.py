@@ -12,7 +12,9 @@ R = np.array([1, 0, 1, 0, 0.5], np.float32)
 
 def run(gid, sid=None):
   cfg = base_config()
-  return adv_lib.compute(R, gid, sid, cfg, adv_lib.init_anchor(cfg.hadw), jax.random.key(0))
+  return adv_lib.compute(
+    R, gid, sid, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), jax.random.key(0)
+  )
 
 
 def test_dense_ids_and_padding_pass():
@@ -36,7 +38,7 @@ def test_traced_ids_are_not_checked():
 
   @jax.jit
   def f(gid):
-    return adv_lib.compute(R, gid, None, cfg, anchor, jax.random.key(0))[0]
+    return adv_lib.compute(R, gid, None, cfg.advantage, cfg.hadw, anchor, jax.random.key(0))[0]
 
   adv = np.asarray(f(np.array([0, 0, 7, 7, -1], np.int32)))
   assert np.all(adv[2:] == 0.0)

@@ -120,7 +120,9 @@ def _cfg(**keys):
 def test_compute_uses_the_scrambled_offsets(rebalance):
   cfg = _cfg(offset_magnitude_scramble_rebalance=rebalance)
   key = jax.random.key(5)
-  adv, _, _ = adv_lib.compute(R, GID, SID, cfg, adv_lib.init_anchor(cfg.hadw), key)
+  adv, _, _ = adv_lib.compute(
+    R, GID, SID, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), key
+  )
   offsets = _scramble(5, rebalance)
   mean_N = np.array([3 / 8] * 8 + [0.5] * 6 + [0.5] * 2, np.float32)
   want = R - (mean_N - 0.5 * offsets[SID])
@@ -133,8 +135,8 @@ def test_compute_uses_the_scrambled_offsets(rebalance):
 def test_jit_matches_eager():
   cfg = _cfg(offset_magnitude_scramble_rebalance=True)
   anchor, key = adv_lib.init_anchor(cfg.hadw), jax.random.key(2)
-  eager, _, _ = adv_lib.compute(R, GID, SID, cfg, anchor, key)
-  jitted = jax.jit(functools.partial(adv_lib.compute, cfg=cfg))
+  eager, _, _ = adv_lib.compute(R, GID, SID, cfg.advantage, cfg.hadw, anchor, key)
+  jitted = jax.jit(functools.partial(adv_lib.compute, adv=cfg.advantage, hadw=cfg.hadw))
   got, _, _ = jitted(jnp.asarray(R), jnp.asarray(GID), jnp.asarray(SID), anchor=anchor, rng=key)
   np.testing.assert_allclose(np.asarray(got), np.asarray(eager), atol=1e-6)
   s = _stats()
@@ -149,7 +151,9 @@ def test_config_keys_change_the_advantages():
   key = jax.random.key(5)
 
   def adv(cfg):
-    return np.asarray(adv_lib.compute(R, GID, SID, cfg, adv_lib.init_anchor(cfg.hadw), key)[0])
+    return np.asarray(
+      adv_lib.compute(R, GID, SID, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), key)[0]
+    )
 
   plain = adv(_cfg(offset_control="none"))
   scrambled = adv(_cfg(offset_magnitude_scramble_rebalance=False))

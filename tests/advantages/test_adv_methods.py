@@ -29,7 +29,7 @@ def cfg_with(**kw):
 
 def run(cfg, r=R, g=GID, s=SID, anchor=None, key=KEY):
   anchor = adv_lib.init_anchor(cfg.hadw) if anchor is None else anchor
-  adv, new_anchor, aux = adv_lib.compute(r, g, s, cfg, anchor, key)
+  adv, new_anchor, aux = adv_lib.compute(r, g, s, cfg.advantage, cfg.hadw, anchor, key)
   return np.asarray(adv), new_anchor, aux
 
 

@@ -61,7 +61,9 @@ def test_compute_uses_the_noise_as_the_offset():
   a = cfg.advantage
   a.baseline, a.offset_coef, a.scale, a.offset_control = "subgroup_offset", -0.5, "none", "noise"
   key = jax.random.key(3)
-  adv, _, _ = adv_lib.compute(R, GID, SID, cfg, adv_lib.init_anchor(cfg.hadw), key)
+  adv, _, _ = adv_lib.compute(
+    R, GID, SID, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), key
+  )
   eps = _noise(3)
   mean_N = np.array([0.5] * 6 + [0.25] * 4 + [0.5] * 2, np.float32)
   want = R - (mean_N - 0.5 * eps[SID])

@@ -62,7 +62,9 @@ def test_each_control_is_the_baseline_of_its_own_offsets(control, scope, rebalan
   mean_N = np.array([0.5] * 6 + [0.25] * 4 + [0.0], np.float32)
   for seed in range(4):
     key = jax.random.key(seed)
-    adv, _, _ = adv_lib.compute(R, GID, SID, cfg, adv_lib.init_anchor(cfg.hadw), key)
+    adv, _, _ = adv_lib.compute(
+      R, GID, SID, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), key
+    )
     offset_N = _offsets_S(control, key, scope, rebalance)[np.maximum(SID, 0)]
     want = np.where(GID >= 0, R - (mean_N + ALPHA * offset_N), 0.0)
     np.testing.assert_allclose(np.asarray(adv), want, atol=1e-6)
@@ -80,10 +82,10 @@ def test_jit_compiles_one_graph_per_control():
   args = (jnp.asarray(R), jnp.asarray(GID), jnp.asarray(SID))
   for control in adv_lib.OFFSET_CONTROLS:
     cfg = _cfg(control)
-    eager, _, _ = adv_lib.compute(*args, cfg, anchor, key)
-    jitted, _, _ = jax.jit(lambda r, g, s, k, cfg=cfg: adv_lib.compute(r, g, s, cfg, anchor, k))(
-      *args, key
-    )
+    eager, _, _ = adv_lib.compute(*args, cfg.advantage, cfg.hadw, anchor, key)
+    jitted, _, _ = jax.jit(
+      lambda r, g, s, k, cfg=cfg: adv_lib.compute(r, g, s, cfg.advantage, cfg.hadw, anchor, k)
+    )(*args, key)
     np.testing.assert_allclose(np.asarray(jitted), np.asarray(eager), atol=1e-6)
 
 

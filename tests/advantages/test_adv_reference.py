@@ -174,7 +174,7 @@ def check_combo(combo, seed, coef=-0.7, lam=1.3, eta=3.0, past=5):
   ys = list(rng.uniform(0.2, 0.8, past))
   for y in ys:  # drive the anchor through earlier steps
     _, anchor, _ = adv_lib.update_anchor(anchor, jnp.float32(y), cfg.hadw)
-  adv, new_anchor, aux = adv_lib.compute(rewards, gids, sids, cfg, anchor, key)
+  adv, new_anchor, aux = adv_lib.compute(rewards, gids, sids, cfg.advantage, cfg.hadw, anchor, key)
 
   stats = adv_lib.group_stats(
     jnp.asarray(rewards), jnp.asarray(gids), jnp.asarray(sids), jnp.asarray(gids >= 0)
@@ -189,7 +189,9 @@ def check_combo(combo, seed, coef=-0.7, lam=1.3, eta=3.0, past=5):
   c = ref_anchor_sequence([*ys, y_now], H, kind, sigma_of, eta, inc, 0.45)[-1] if on else None
   want = reference(rewards.astype(np.float64), gids, sids, o, src, c)
   np.testing.assert_allclose(np.asarray(adv), want, rtol=2e-5, atol=2e-5, err_msg=str(combo))
-  assert sorted(aux) == sorted(adv_lib.AUX_KEYS)
+  assert sorted(aux) == sorted(adv_lib.aux_keys(cfg.advantage, cfg.hadw, subgroups=True))
+  assert ("hadw/anchor" in aux) == on
+  assert ("adv/offset_abs_mean" in aux) == (o["baseline"] == "subgroup_offset")
   assert all(np.isfinite(float(v)) for v in aux.values())
   if on:
     np.testing.assert_allclose(float(aux["hadw/anchor"]), c, rtol=1e-5, atol=1e-6)

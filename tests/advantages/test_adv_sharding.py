@@ -32,7 +32,7 @@ CHILD = textwrap.dedent(
     for k, v in kw.items():
       cfg.advantage[k] = v
     anchor = adv_lib.init_anchor(cfg.hadw)
-    f = jax.jit(functools.partial(adv_lib.compute, cfg=cfg))
+    f = jax.jit(functools.partial(adv_lib.compute, adv=cfg.advantage, hadw=cfg.hadw))
     key = jax.random.key(3)
     want = f(rewards, gids, sids, anchor=anchor, rng=key)
     args = [jax.device_put(x, rows) for x in (rewards, gids, sids)]

@@ -100,7 +100,9 @@ def test_alpha_one_on_constant_subgroups_stays_exactly_zero_under_a_recentred_sh
     a.offset_shuffle_scope = scope
     for i in range(8):
       anchor = adv_lib.init_anchor(cfg.hadw)
-      adv, _, _ = adv_lib.compute(rewards, gid, sid, cfg, anchor, jax.random.key(i))
+      adv, _, _ = adv_lib.compute(
+        rewards, gid, sid, cfg.advantage, cfg.hadw, anchor, jax.random.key(i)
+      )
       src = np.asarray(adv_lib.offset_permutation(
         jax.random.key(i), *_slots(rewards, gid, sid), scope))  # fmt: skip
       if src[0] == 0 and src[1] == 1:  # group 0 kept its own offsets
@@ -128,7 +130,11 @@ def test_whitened_advantages_of_an_exactly_cancelling_group_are_zero():
   swapped = 0
   for i in range(12):
     key = jax.random.key(i)
-    adv = np.asarray(adv_lib.compute(rewards, gid, sid, cfg, adv_lib.init_anchor(cfg.hadw), key)[0])
+    adv = np.asarray(
+      adv_lib.compute(
+        rewards, gid, sid, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), key
+      )[0]
+    )
     src = np.asarray(adv_lib.offset_permutation(key, *_slots(rewards, gid, sid), "prompt"))
     if src[0] == 2:
       assert np.all(adv[:3] == 0.0), (i, adv)

@@ -36,7 +36,7 @@ def test_init_anchor_keys_shapes_and_disabled_passthrough():
   assert anchor["history"].shape == (cfg.hadw.history,)
   assert all(v.dtype in (jnp.float32, jnp.int32) for v in anchor.values())
   r, g = np.array([1, 0, 1, 1], np.float32), np.array([0, 0, 1, 1])
-  _, new, aux = adv_lib.compute(r, g, g, cfg, anchor, jax.random.key(0))
+  _, new, aux = adv_lib.compute(r, g, g, cfg.advantage, cfg.hadw, anchor, jax.random.key(0))
   assert new is anchor  # disabled: the state is untouched
   np.testing.assert_allclose(float(aux["hadw/batch_acc"]), 0.75)
 
@@ -100,7 +100,9 @@ def test_batch_accuracy_counts_all_valid_rows_including_degenerate_groups():
   cfg.hadw.enabled = True
   r = np.array([1, 1, 1, 0, 1, 0, 0.0, 0.9], np.float32)
   g = np.array([0, 0, 0, 1, 1, 2, 2, -1])  # group 0 all correct, padded row ignored
-  _, anchor, aux = adv_lib.compute(r, g, g, cfg, adv_lib.init_anchor(cfg.hadw), jax.random.key(0))
+  _, anchor, aux = adv_lib.compute(
+    r, g, g, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), jax.random.key(0)
+  )
   np.testing.assert_allclose(float(aux["hadw/batch_acc"]), 4 / 7, rtol=1e-6)
   np.testing.assert_allclose(float(aux["hadw/anchor"]), 4 / 7, rtol=1e-6)  # first step
   np.testing.assert_allclose(float(anchor["history"][0]), 4 / 7, rtol=1e-6)

@@ -1,7 +1,7 @@
 """Replaced config keys (``grpo_jax.config.legacy``): the three offset-control booleans fail at
 load naming ``advantage.offset_control`` (file, override, launcher flag), and a run recorded
 under them reads and resumes as ``advantage.offset_control``. ``train`` stops right after it
-writes config.json (``loop.setup`` replaced), so nothing trains."""
+writes config.json (``run_lib.setup`` replaced), so nothing trains."""
 
 import json
 import pathlib
@@ -10,7 +10,8 @@ import pytest
 
 from grpo_jax.config import files as config_file
 from grpo_jax.config import legacy, resume
-from grpo_jax.train import loop
+from grpo_jax.train import modes
+from grpo_jax.train import run as run_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "configs/tiny_test.py")
@@ -99,13 +100,13 @@ def stop_after_config(monkeypatch):
   def setup(*a, **k):
     raise _Stop
 
-  monkeypatch.setattr(loop, "setup", setup)
+  monkeypatch.setattr(run_lib, "setup", setup)
 
 
 def _start(workdir, overrides=()):
   """train() up to config.json; returns it."""
   with pytest.raises(_Stop):
-    loop.train(config_file.load(STRATEGY, list(overrides)), workdir, log=lambda *a: None)
+    modes.train(config_file.load(STRATEGY, list(overrides)), workdir, log=lambda *a: None)
   return json.loads((workdir / "config.json").read_text())
 
 

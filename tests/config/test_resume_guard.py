@@ -1,6 +1,6 @@
 """The resume guard (a workdir resumes only under its own config) and config.json's provenance.
 
-``train`` is stopped right after it writes config.json (``loop.setup`` replaced), so these run
+``train`` is stopped right after it writes config.json (``run_lib.setup`` replaced), so these run
 in a second without training anything."""
 
 import json
@@ -12,7 +12,8 @@ import pytest
 
 from grpo_jax.config import files as config_file
 from grpo_jax.config import provenance, resume
-from grpo_jax.train import loop
+from grpo_jax.train import modes
+from grpo_jax.train import run as run_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "configs/tiny_test.py")
@@ -27,13 +28,13 @@ def stop_after_config(monkeypatch):
   def setup(*a, **k):
     raise _Stop
 
-  monkeypatch.setattr(loop, "setup", setup)
+  monkeypatch.setattr(run_lib, "setup", setup)
 
 
 def _start(workdir, overrides=(), **kw):
   """train() up to config.json; returns it."""
   with pytest.raises(_Stop):
-    loop.train(config_file.load(TINY, list(overrides)), workdir, log=lambda *a: None, **kw)
+    modes.train(config_file.load(TINY, list(overrides)), workdir, log=lambda *a: None, **kw)
   return json.loads((workdir / "config.json").read_text())
 
 

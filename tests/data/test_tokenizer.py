@@ -105,7 +105,7 @@ def test_a_countdown_run_leaves_transformers_unimported():
   """The countdown task's tokenizer is the plain one: the launcher, the loop and the task do not
   import transformers (about 0.65 s of CPU in every launcher process)."""
   code = (
-    "import sys\nimport grpo_jax.runs.launcher, grpo_jax.train.loop\n"
+    "import sys\nimport grpo_jax.runs.launcher, grpo_jax.train.modes\n"
     "from grpo_jax.data.countdown import CountdownTask\n"
     "task = CountdownTask()\nassert task.decode([task.tokenizer.encode('1+2')], [[1, 1, 1]])"
     " == ['1+2']\nprint('transformers' in sys.modules)"

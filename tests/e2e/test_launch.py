@@ -14,7 +14,7 @@ import pytest
 
 from grpo_jax import data
 from grpo_jax.config import files as config_file
-from grpo_jax.train import loop
+from grpo_jax.train import modes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCH = [
@@ -140,7 +140,7 @@ def test_non_finite_loss_stops_run_without_checkpoint(tmp_path, monkeypatch):
 
   monkeypatch.setattr(data.CountdownTask, "rewards", rewards_nan_at_step_3)
   with pytest.raises(FloatingPointError, match="step 3"):
-    loop.train(cfg, tmp_path, log=lambda *_: None)
+    modes.train(cfg, tmp_path, log=lambda *_: None)
   saved = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
   assert saved[-1] == 2
   steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]

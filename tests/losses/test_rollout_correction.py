@@ -154,7 +154,7 @@ def test_mismatch_metrics_by_hand():
   c = cfg(rollout_correction="geo_mis", rollout_rs_high=1.2, rollout_veto=0.5)
   rows = np.array([True, True])
   r = correction.reject(LOGP, SAMPLE, MASK, c)
-  m = losses.mismatch_metrics(LOGP, SAMPLE, MASK, rows, r)
+  m = losses.mismatch_metrics(LOGP, SAMPLE, MASK, rows, r, veto=True)
   np.testing.assert_allclose(float(m["mismatch/kl"]), k3[valid].mean(), rtol=1e-6)
   np.testing.assert_allclose(float(m["mismatch/is_weight_mean"]), w[valid].mean(), rtol=1e-6)
   np.testing.assert_allclose(float(m["mismatch/is_weight_max"]), math.exp(0.5), rtol=1e-6)
@@ -164,9 +164,10 @@ def test_mismatch_metrics_by_hand():
   m = losses.mismatch_metrics(
     LOGP, SAMPLE, MASK, rows, correction.reject(LOGP, SAMPLE, MASK, lenient)
   )
-  assert float(m["mismatch/masked_frac"]) == 0.5 and float(m["mismatch/veto_frac"]) == 0.0
+  assert float(m["mismatch/masked_frac"]) == 0.5 and "mismatch/veto_frac" not in m  # no veto
   same = losses.mismatch_metrics(LOGP, LOGP, MASK, rows)
   assert float(same["mismatch/kl"]) == 0.0 and float(same["mismatch/is_weight_max"]) == 1.0
+  assert "mismatch/masked_frac" not in same  # nothing rejects
   # Padding rows are no rows.
   padded = losses.mismatch_metrics(LOGP, SAMPLE, MASK, np.array([True, False]), r)
   assert float(padded["mismatch/masked_frac"]) == 1.0

@@ -196,7 +196,7 @@ def test_update_and_sampler_compile_once(update_setup, synthetic_batch, fresh):
   )  # step 1 compiles (or reuses another test's program)
   jax.block_until_ready(m)
   prompt, mask = _prompts()
-  params = state["params"]
+  params = state.params
   kw = dict(max_new_tokens=5, eos_id=NO_EOS, pad_id=PAD)
   g2, p2 = models.init_params(CFG, 0)
   sampling.sample(
@@ -209,4 +209,4 @@ def test_update_and_sampler_compile_once(update_setup, synthetic_batch, fresh):
       out = sampling.sample(g2, p2, prompt, mask, jax.random.key(step), sampling.Decode(**kw))
       out.tokens_NxT.block_until_ready()
   assert compiles.count == 0
-  assert int(state["step"]) == 3 and params is not state["params"]
+  assert int(state.step) == 3 and params is not state.params

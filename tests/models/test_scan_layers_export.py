@@ -10,7 +10,7 @@ import orbax.checkpoint as ocp
 from grpo_jax import models
 from grpo_jax.config import files as config_file
 from grpo_jax.models.layer_stack import is_stacked, unstack_layers
-from grpo_jax.train import loop
+from grpo_jax.train import modes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OVERRIDES = [
@@ -24,9 +24,9 @@ OVERRIDES = [
 
 def test_scanned_run_exports_per_layer_tensors(tmp_path):
   cfg = config_file.load(str(ROOT / "configs/tiny_test.py"), OVERRIDES)
-  loop.train(cfg, tmp_path, log=lambda *_: None)
+  modes.train(cfg, tmp_path, log=lambda *_: None)
   state = ocp.StandardCheckpointer().restore(tmp_path / "checkpoints" / "1" / "default")
-  assert is_stacked(state["params"])
+  assert is_stacked(state.params)
   spec = importlib.util.spec_from_file_location("launch", ROOT / "experiments/launch.py")
   launch = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(launch)
@@ -35,7 +35,7 @@ def test_scanned_run_exports_per_layer_tensors(tmp_path):
   argv += ["--mode=export", "--out", str(out), "--step", "1"]
   assert launch.main(argv + [f"--config.{o}" for o in OVERRIDES]) == 0
   back = models.load_hf(str(out), tokenizer=False).params
-  want = unstack_layers(state["params"])
+  want = unstack_layers(state.params)
   for i in range(len(want["layers"])):
     got_q = back["layers"][i]["self_attn"]["q_proj"]["kernel"]
     np.testing.assert_array_equal(got_q, want["layers"][i]["self_attn"]["q_proj"]["kernel"])

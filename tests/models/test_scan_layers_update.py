@@ -21,7 +21,7 @@ def test_scanned_update_equals_the_unrolled_update(synthetic_batch, fresh, rel_d
   _, _, scanned_state, scanned = length_aware(
     (*SETTINGS, "model.scan_layers=True"), buckets=0, num_devices=8
   )
-  assert is_stacked(scanned_state["params"]) and not is_stacked(state["params"])
+  assert is_stacked(scanned_state.params) and not is_stacked(state.params)
   batch = short_batch(synthetic_batch, cfg, task)
   p0, m0 = run(unrolled, state, batch, fresh)
   p1, m1 = run(scanned, scanned_state, batch, fresh)
@@ -29,6 +29,6 @@ def test_scanned_update_equals_the_unrolled_update(synthetic_batch, fresh, rel_d
   for key, value in m0.items():
     np.testing.assert_allclose(m1[key], value, rtol=2e-5, atol=1e-7, err_msg=key)
   delta = lambda before, after: jax.tree.map(np.subtract, before, after)
-  step0 = stack_layers(delta(state["params"], p0))
-  step1 = delta(jax.device_get(scanned_state["params"]), p1)
+  step0 = stack_layers(delta(state.params, p0))
+  step1 = delta(jax.device_get(scanned_state.params), p1)
   assert rel_diff(step0, step1) < 2e-5

@@ -70,7 +70,7 @@ def test_passthrough_when_off():
     np.testing.assert_array_equal(getattr(batch, k), v)
   assert batch.problems_N == raw.problems_N
   np.testing.assert_array_equal(batch.loss_mask_N, 1)
-  assert info["dapo/rounds"] == 1 and info["dapo/kept_groups"] == 4
+  assert not any(k.startswith("dapo/") for k in info)  # nothing shapes the batch
   assert consumed == 4 and info["response/truncated_frac"] == 0.5
 
 
@@ -166,7 +166,9 @@ def test_every_dapo_key_changes_the_output(key, value, reference):
       rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), make_cfg(**settings)
     )
     problem_N = [-1 if p is None else p for p in out.problems_N]
-    return np.concatenate([out.rewards_N, out.loss_mask_N, problem_N, [out.metrics["dapo/rounds"]]])
+    return np.concatenate(
+      [out.rewards_N, out.loss_mask_N, problem_N, [out.metrics.get("dapo/rounds", 1)]]
+    )
 
   base = sample(reference)
   if key == "require_full_batch":
@@ -188,15 +190,16 @@ def test_hadw_accuracy_covers_dropped_groups():
   assert np.mean(batch.rewards_N) == 0.5  # the kept groups alone would say 0.5
   cfg.hadw.enabled = True
   args = (
-    batch.rewards_N,
     batch.group_ids_N,
     batch.subgroup_ids_N,
-    cfg,
+    cfg.advantage,
+    cfg.hadw,
     advantages.init_anchor(cfg.hadw),
     jax.random.PRNGKey(0),
   )
-  _, _, aux_kept = advantages.compute(*args)
-  _, anchor, aux_all = advantages.compute(*args, advantages.Accuracy(step=batch.step_accuracy))
+  _, _, aux_kept = advantages.compute(batch.rewards_N, *args)
+  every = advantages.Rewards(batch.rewards_N, step=batch.step_accuracy)
+  _, anchor, aux_all = advantages.compute(every, *args)
   assert float(aux_kept["hadw/batch_acc"]) == 0.5
   np.testing.assert_allclose(float(aux_all["hadw/batch_acc"]), 11 / 16)
   np.testing.assert_allclose(float(aux_all["hadw/anchor"]), 11 / 16)  # first step: C⁻ := y_1
@@ -297,11 +300,12 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
   np.testing.assert_allclose(batch.rewards_N, [1, 0.5, 1, -0.5, 1, -0.5, 1, 0.5])
   cfg.hadw.anchor, cfg.hadw.fixed_anchor = "fixed", 0.5
 
-  def adv(enabled, **kw):
+  def adv(enabled, accuracy_N=None):
     cfg.hadw.enabled = enabled
-    args = (batch.rewards_N, batch.group_ids_N, batch.subgroup_ids_N, cfg)
+    rewards = advantages.Rewards(batch.rewards_N, accuracy_N)
+    args = (batch.group_ids_N, batch.subgroup_ids_N, cfg.advantage, cfg.hadw)
     out, _, aux = advantages.compute(
-      *args, advantages.init_anchor(cfg.hadw), jax.random.key(0), **kw
+      rewards, *args, advantages.init_anchor(cfg.hadw), jax.random.key(0)
     )
     return np.asarray(out), aux
 
@@ -310,7 +314,7 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
   # Φ = λ·exp(−sgn(A)·sgn(d)·|d|), d = p̂ − 0.5: p̂ = 1 for groups 0 and 3, 0.5 for 1 and 2.
   lam, e = 1.3, np.exp(0.5)
   want_raw = lam * np.array([1 / e, e, 1, 1, 1, 1, 1 / e, e])
-  raw, aux = adv(True, accuracy=advantages.Accuracy(batch.accuracy_N))
+  raw, aux = adv(True, batch.accuracy_N)
   np.testing.assert_allclose(raw / plain, want_raw, rtol=1e-5)
   np.testing.assert_allclose(float(aux["hadw/batch_acc"]), 6 / 8)  # y_t: raw accuracy too
   # The shaped rewards would give p̂ = 0.75 and 0.25 instead.

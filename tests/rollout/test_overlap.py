@@ -12,7 +12,7 @@ from grpo_jax.config import files as config_file
 from grpo_jax.rewards.functions import RewardError
 from grpo_jax.rollout.overlap import Prefetcher, prefetch_path
 from grpo_jax.rundir import read
-from grpo_jax.train import loop
+from grpo_jax.train import modes
 from tests.support import metrics_doc
 from tests.support.length_aware import tiny_loop
 
@@ -125,5 +125,5 @@ def test_a_multi_process_off_policy_run_fails_before_any_file(tmp_path, monkeypa
   monkeypatch.setattr(jax, "process_count", lambda: 2)
   cfg = config_file.load(str(ROOT / "configs/tiny_test.py"), ["rollout.off_policy_steps=1"])
   with pytest.raises(ValueError, match="rollout.off_policy_steps = 1 runs on one process"):
-    loop.train(cfg, tmp_path / "run", log=lambda *_: None)
+    modes.train(cfg, tmp_path / "run", log=lambda *_: None)
   assert not (tmp_path / "run").exists()

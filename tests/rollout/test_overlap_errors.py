@@ -14,7 +14,8 @@ from grpo_jax.rewards.functions import RewardError
 from grpo_jax.rollout.overlap import Prefetcher, prefetch_path
 from grpo_jax.rundir import read
 from grpo_jax.runs import launcher
-from grpo_jax.train import loop
+from grpo_jax.train import modes
+from grpo_jax.train import step as step_lib
 from grpo_jax.train.preemption import EXIT_CODE
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def _train(tmp_path, name, plan=None, log=lambda *_: None, *extra):
   if plan:
     (tmp_path / "plan").write_text(plan)
   cfg = config_file.load(TINY, _overrides(tmp_path, *extra))
-  loop.train(cfg, tmp_path / name, log=log)
+  modes.train(cfg, tmp_path / name, log=log)
 
 
 def _launch(tmp_path, name, plan=None) -> int:
@@ -154,14 +155,14 @@ def test_an_update_error_saves_the_checkpoints_then_waits_a_bounded_time(tmp_pat
   """Update 3 fails while the rollout of batch 3 never ends: the checkpoint of step 2 is on
   disk before the loop waits for it, the wait ends after rollout.join_timeout_s, and the
   update's error is the run's."""
-  real_check = loop.check_finite
+  real_check = step_lib.check_finite
 
   def fail_at_step_3(step, metrics):
     if step == 3:
       raise FloatingPointError("non-finite values at step 3")
     real_check(step, metrics)
 
-  monkeypatch.setattr(loop, "check_finite", fail_at_step_3)
+  monkeypatch.setattr(step_lib, "check_finite", fail_at_step_3)
   workdir, seen = tmp_path / "run", []
 
   def log(message):

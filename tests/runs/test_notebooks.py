@@ -114,11 +114,11 @@ def test_notebooks_run_on_one_run_directory(tmp_path, monkeypatch):
   """The run-directory notebooks on one run as the quickstart leaves it (evaluated before and
   after RL, samples logged), pointed at the run itself rather than a sweep."""
   from grpo_jax.config import files as config_file
-  from grpo_jax.train import loop
+  from grpo_jax.train import modes
 
   run = tmp_path / "quickstart"
   cfg = config_file.load(str(ROOT / "configs/tiny_test.py"), ["logging.plot=false"])
-  loop.train(cfg, run, log=lambda *_: None)
+  modes.train(cfg, run, log=lambda *_: None)
   monkeypatch.setenv("GRPO_SWEEP_DIR", str(run))
   monkeypatch.setenv("GRPO_RUN_DIR", str(run))
   monkeypatch.setenv("GRPO_STUDY_DIRS", str(tmp_path / "no_study"))

@@ -13,7 +13,7 @@ import pytest
 from grpo_jax import data
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
-from grpo_jax.train import loop
+from grpo_jax.train import modes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OVERRIDES = [
@@ -45,7 +45,7 @@ def _run(workdir, mesh, monkeypatch, num_devices=8):
   monkeypatch.setattr(
     shard_lib, "make_mesh", lambda mesh_cfg: MAKE_MESH(mesh_cfg, jax.devices()[:num_devices])
   )
-  loop.train(cfg, workdir, log=lambda *_: None)
+  modes.train(cfg, workdir, log=lambda *_: None)
   losses = [
     json.loads(x)["loss/total"] for x in (workdir / "metrics.jsonl").read_text().splitlines()
   ]

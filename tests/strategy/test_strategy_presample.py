@@ -224,7 +224,7 @@ def test_the_launcher_imports_datasets_only_to_read_or_write_a_presample():
   import sys
 
   code = (
-    "import sys\nimport grpo_jax.runs.launcher, grpo_jax.train.loop\n"
+    "import sys\nimport grpo_jax.runs.launcher, grpo_jax.train.modes\n"
     "print(sorted(m for m in ('datasets', 'pandas') if m in sys.modules))"
   )
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,7 +12,7 @@ import optax
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.rundir import read
-from grpo_jax.train import loop
+from grpo_jax.train import modes
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
@@ -54,8 +54,10 @@ def _model(overrides, num_devices):
   graphdef, params = models.init_params(model_cfg, cfg.seed)
   optimizer = optax.sgd(0.5)
   state = init_state(params, optimizer, cfg)
-  if "ref_params" in state:  # a reference away from the policy: KL and its gradient are not 0
-    state["ref_params"] = models.init_params(model_cfg, cfg.seed + 1)[1]
+  if (
+    state.ref_params is not None
+  ):  # a reference away from the policy: KL and its gradient are not 0
+    state = state.replace(ref_params=models.init_params(model_cfg, cfg.seed + 1)[1])
   shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
   return cfg, mesh, task, graphdef, jax.device_put(state, shardings), shardings, optimizer
 
@@ -85,7 +87,7 @@ def length_aware(overrides, buckets, num_devices=1, completion_len="sampled", lo
 
 def run(update, state, batch, fresh):
   new_state, metrics = update(fresh(state), batch)
-  return jax.device_get(new_state["params"]), {k: float(v) for k, v in to_host(metrics).items()}
+  return jax.device_get(new_state.params), {k: float(v) for k, v in to_host(metrics).items()}
 
 
 def to_host(metrics):
@@ -127,5 +129,5 @@ def tiny_loop(tmp_path, name, *overrides):
       *overrides,
     ],
   )
-  loop.train(cfg, tmp_path / name, log=lambda *_: None)
+  modes.train(cfg, tmp_path / name, log=lambda *_: None)
   return read.metrics(tmp_path / name)

@@ -135,5 +135,5 @@ def sgd_grad(overrides, batch, num_devices=1):
   """(gradient θ0 − θ1 of one SGD-rate-1 update, metrics)."""
   _, mesh, _, _, state, update = setup(tuple(overrides), num_devices, sgd=True)
   new_state, metrics = run_update(update, state, batch, mesh)
-  grads = jax.tree.map(lambda a, b: a - b, jax.device_get(state["params"]), new_state["params"])
+  grads = jax.tree.map(lambda a, b: a - b, jax.device_get(state.params), new_state.params)
   return grads, metrics

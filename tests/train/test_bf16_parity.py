@@ -119,8 +119,8 @@ def test_update_gradient_bf16_close_to_float32(update_setup, synthetic_batch, ru
   grads = {}
   for name, overrides in (("32", ()), ("16", BF16)):
     before, after, metrics = _update(update_setup, synthetic_batch, run_update, overrides, True)
-    assert _float_dtypes(after["params"]) == {jnp.dtype(jnp.float32)}
-    grads[name] = (jax.tree.map(lambda a, b: a - b, before["params"], after["params"]), metrics)
+    assert _float_dtypes(after.params) == {jnp.dtype(jnp.float32)}
+    grads[name] = (jax.tree.map(lambda a, b: a - b, before.params, after.params), metrics)
   (g32, m32), (g16, m16) = grads["32"], grads["16"]
   diff = rel_diff(g32, g16)
   assert FP32_FLOOR < diff < REL_TOL, diff
@@ -143,25 +143,25 @@ def test_adamw_moments_float32_and_close(update_setup, synthetic_batch, run_upda
   ≈ −lr·sign(g), flips on the coordinates whose gradient is near 0, so it is not compared.)"""
   _, after32, _ = _update(update_setup, synthetic_batch, run_update, (), False)
   before16, after16, _ = _update(update_setup, synthetic_batch, run_update, BF16, False)
-  assert _float_dtypes(after16["params"]) == _float_dtypes(after16["opt_state"])
-  assert _float_dtypes(after16["params"]) == {jnp.dtype(jnp.float32)}
-  mu32, _ = _adam_moments(after32["opt_state"])
-  mu16, nu16 = _adam_moments(after16["opt_state"])
+  assert _float_dtypes(after16.params) == _float_dtypes(after16.opt_state)
+  assert _float_dtypes(after16.params) == {jnp.dtype(jnp.float32)}
+  mu32, _ = _adam_moments(after32.opt_state)
+  mu16, nu16 = _adam_moments(after16.opt_state)
   diff = rel_diff(mu32, mu16)
   assert FP32_FLOOR < diff < REL_TOL, diff
-  assert rel_diff(before16["params"], after16["params"]) > 0  # the parameters moved
+  assert rel_diff(before16.params, after16.params) > 0  # the parameters moved
 
 
 def test_reference_model_is_bf16_and_matches_the_policy(update_setup, synthetic_batch, run_update):
   """With KL on, the frozen reference keeps its matrices in bf16: its log-probs equal the
   policy's (KL 0 at the first step), at half the bytes."""
   cfg, mesh, task, _, state, update = update_setup((*BF16, "loss.kl_coef=0.1"))
-  ref = state["ref_params"]
+  ref = state.ref_params
   for path, x in jax.tree_util.tree_flatten_with_path(ref)[0]:
     assert x.dtype == (jnp.bfloat16 if x.ndim >= 2 else jnp.float32), path
   new_state, metrics = run_update(update, state, synthetic_batch(cfg, task), mesh)
   assert abs(metrics["loss/kl"]) < 1e-6
-  assert {x.dtype for x in jax.tree.leaves(new_state["params"])} == {jnp.dtype(jnp.float32)}
+  assert {x.dtype for x in jax.tree.leaves(new_state.params)} == {jnp.dtype(jnp.float32)}
 
 
 def test_memory_plan_counts_the_bf16_reference_and_sampler_copy():

@@ -10,7 +10,8 @@ import pytest
 
 from grpo_jax.eval.runner import EvalLoop
 from grpo_jax.sharding import distributed
-from grpo_jax.train import console, loop
+from grpo_jax.train import console, modes
+from grpo_jax.train import run as run_lib
 
 
 @pytest.fixture(params=[True, False], ids=["process0", "other"])
@@ -69,9 +70,9 @@ def test_train_logs_only_on_process_0(primary, monkeypatch, load_cfg, tmp_path):
     log("from setup")
     raise _Stop
 
-  monkeypatch.setattr(loop, "load_data", fake_load_data)
-  monkeypatch.setattr(loop, "setup", fake_setup)
+  monkeypatch.setattr(run_lib, "load_data", fake_load_data)
+  monkeypatch.setattr(run_lib, "setup", fake_setup)
   lines = []
   with pytest.raises(_Stop):
-    loop.train(load_cfg(), tmp_path, log=lines.append)
+    modes.train(load_cfg(), tmp_path, log=lines.append)
   assert lines == (["from load_data", "from setup"] if primary else [])

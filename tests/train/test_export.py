@@ -13,7 +13,7 @@ import transformers
 
 from grpo_jax import models, sampling
 from grpo_jax.config import files as config_file
-from grpo_jax.train import loop
+from grpo_jax.train import modes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OVERRIDES = ["steps=1", "eval.before=false", "eval.after=false"]
@@ -30,7 +30,7 @@ def _launch():
 def exported(tmp_path_factory):
   run = tmp_path_factory.mktemp("run")
   cfg = config_file.load(str(ROOT / "configs/tiny_test.py"), OVERRIDES)
-  loop.train(cfg, run, log=lambda *_: None)
+  modes.train(cfg, run, log=lambda *_: None)
   out = run / "hf"
   argv = [
     "--config",

@@ -15,7 +15,8 @@ import pytest
 
 from grpo_jax.config import experiment
 from grpo_jax.config import files as config_file
-from grpo_jax.train import autofit, fit, loop
+from grpo_jax.train import autofit, fit, modes
+from grpo_jax.train import run as run_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,7 @@ def test_a_run_that_does_not_fit_stops_at_load(tmp_path, load_cfg, monkeypatch):
   monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: 1000.0)
   cfg = _tiny(load_cfg, "loss.micro_batch_size=0", "eval.before=True")
   with pytest.raises(fit.DoesNotFit) as err:
-    loop.train(cfg, tmp_path, log=lambda *_: None)
+    modes.train(cfg, tmp_path, log=lambda *_: None)
   message = str(err.value)
   assert "program 'update' needs " in message
   needs = int(message.split(" needs ")[1].split(" bytes")[0].replace(",", ""))
@@ -41,14 +42,14 @@ def test_a_run_that_does_not_fit_stops_at_load(tmp_path, load_cfg, monkeypatch):
 def test_the_update_compiles_once_in_a_two_step_run(tmp_path, load_cfg, caplog):
   cfg = _tiny(load_cfg, "eval.before=False", "eval.after=False")
   with jax.log_compiles(), caplog.at_level(logging.WARNING, logger="jax"):
-    loop.train(cfg, tmp_path, log=lambda *_: None)
+    modes.train(cfg, tmp_path, log=lambda *_: None)
   updates = [r for r in caplog.records if "compilation of jit(update)" in r.getMessage()]
   assert len(updates) == 1, [r.getMessage() for r in updates]
 
 
 def _fit(cfg, log=lambda *_: None):
-  s = loop.setup(cfg, log=log)
-  e, _, fitted = loop.fit_update(cfg, s, log)
+  s = run_lib.setup(cfg, log=log)
+  e, _, fitted = run_lib.fit_update(cfg, s, log)
   (f,) = fitted.values()
   return e, f
 
@@ -70,13 +71,13 @@ def test_auto_picks_the_old_defaults_where_they_fit(load_cfg, monkeypatch):
 
 def test_auto_remat_rebuilds_the_graphdef_where_none_does_not_fit(load_cfg, monkeypatch):
   cfg = _tiny(load_cfg, "loss.micro_batch_size=0", "model.remat=auto")
-  s = loop.setup(cfg)
+  s = run_lib.setup(cfg)
   assert s.graphdef == autofit.with_remat(s.graphdef, s.params, "none")  # built as none
-  e, s_none, fitted = loop.fit_update(cfg, s)
+  e, s_none, fitted = run_lib.fit_update(cfg, s)
   assert e.model.remat == "none" and s_none.graphdef == s.graphdef
   budget = fitted[12].bytes - 1
   monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: budget)
-  e, s_full, fitted = loop.fit_update(cfg, s)
+  e, s_full, fitted = run_lib.fit_update(cfg, s)
   assert e.model.remat == "full" and fitted[12].bytes <= budget
   assert s_full.graphdef == autofit.with_remat(s.graphdef, s.params, "full") != s.graphdef
 
@@ -147,7 +148,7 @@ def test_an_external_engines_host_memory_leaves_a_cpu_budget(load_cfg, monkeypat
   budget = full.bytes + 1000  # the one-micro-batch update fits the budget alone
   monkeypatch.setattr(fit, "device_budget", lambda mesh, fraction=fit.FIT_FRACTION: budget)
   engine = types.SimpleNamespace(host_bytes=lambda: 2000 * jax.local_device_count())
-  monkeypatch.setattr(loop.engine_lib, "build_engine", lambda cfg: engine)
+  monkeypatch.setattr(run_lib.engine_lib, "build_engine", lambda cfg: engine)
   logs = []
   e, half = _fit(cfg, logs.append)
   assert e.loss.micro_batch_size == 16 and half.bytes <= budget - 2000

@@ -176,7 +176,7 @@ def test_packed_update_equals_the_padded_update(case, synthetic_batch, fresh, re
   p_pad, m_pad = run(padded, state, batch, fresh)
   p_pack, m_pack = run(packed, state, batch, fresh)
   assert m_pack["pack/rows"] < batch.num_rows
-  delta = lambda p: jax.tree.map(np.subtract, state["params"], p)
+  delta = lambda p: jax.tree.map(np.subtract, state.params, p)
   assert rel_diff(delta(p_pad), delta(p_pack)) < 2e-5
   assert m_pad["grad/norm"] > 0 and m_pad["loss/kl"] > 0
   for key, value in m_pad.items():
@@ -193,7 +193,7 @@ def test_packed_update_on_eight_devices(synthetic_batch, fresh, rel_diff):
   batch = short_batch(synthetic_batch, cfg, task)
   p_pad, m_pad = run(padded, state, batch, fresh)
   p_pack, m_pack = run(packed, state, batch, fresh)
-  delta = lambda p: jax.tree.map(np.subtract, state["params"], p)
+  delta = lambda p: jax.tree.map(np.subtract, state.params, p)
   assert rel_diff(delta(p_pad), delta(p_pack)) < 2e-5
   np.testing.assert_allclose(m_pack["loss/total"], m_pad["loss/total"], rtol=2e-5)
 

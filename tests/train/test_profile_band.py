@@ -70,7 +70,7 @@ def test_pool_is_the_first_num_problems():
 
 
 def test_supervise_format_changes_the_warm_start_loss():
-  from grpo_jax.train.loop import setup
+  from grpo_jax.train.run import setup
   from grpo_jax.train.warmstart import warm_start
 
   losses = {}

@@ -9,7 +9,7 @@ import pytest
 from grpo_jax.config import files as config_file
 from grpo_jax.rewards.functions import RewardError
 from grpo_jax.rundir import read
-from grpo_jax.train import loop
+from grpo_jax.train import modes
 from grpo_jax.train.checkpoint import Checkpointer
 from tests.support import metrics_doc
 
@@ -38,7 +38,7 @@ def test_a_failing_reward_function_stops_before_the_step_is_kept(tmp_path):
   cfg = config_file.load(str(ROOT / "configs/tiny_test.py"), overrides)
   workdir = tmp_path / "run"
   with pytest.raises(RewardError, match="reward function flaky raised ZeroDivisionError"):
-    loop.train(cfg, workdir, log=lambda *_: None)
+    modes.train(cfg, workdir, log=lambda *_: None)
   (step1,) = read.metrics(workdir)
   assert step1["step"] == 1
   # Every row scored 0.5 by flaky (weight 2) beside the countdown grader (weight 1).

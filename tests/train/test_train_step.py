@@ -35,7 +35,7 @@ def _setup(devices, overrides=()):
 def _batch(cfg, task, graphdef, state, mesh):
   problems = task.train_problems(0, cfg.sampling.prompts_per_step)
   settings = SampleSettings.from_config(cfg.sampling)
-  policy = Policy(graphdef, state["params"], mesh, settings)
+  policy = Policy(graphdef, state.params, mesh, settings)
   batch = OneStageRollout(cfg, task)(policy, problems, jax.random.PRNGKey(3))
   # Make sure the batch has signal: alternate rewards inside each group.
   return batch.replace(rewards_N=(np.arange(batch.num_rows) % 2).astype(np.float32))
@@ -59,7 +59,7 @@ def test_one_device_and_eight_devices_agree():
     cfg, mesh, task, graphdef, state, update = _setup(devices)
     batch = _batch(cfg, task, graphdef, state, mesh) if batch is None else batch
     new_state, metrics = update(state, batch.to_device(mesh))
-    results.append((to_host(metrics), jax.device_get(new_state["params"])))
+    results.append((to_host(metrics), jax.device_get(new_state.params)))
   (m1, p1), (m8, p8) = results
   assert len(jax.devices()) == 8
   np.testing.assert_allclose(m8["loss/total"], m1["loss/total"], rtol=1e-5, atol=1e-7)

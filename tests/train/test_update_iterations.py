@@ -17,13 +17,14 @@ def plain_update(graphdef, optimizer, cfg, prompt_len):
   """The one-step on-policy update written out directly (old = stop_gradient(current))."""
 
   def update(state, batch):
-    keys = step_keys(state["rng"], state["step"])
+    keys = step_keys(state.rng, state.step)
     adv_N, _, _ = adv_lib.compute(
       batch.rewards_N,
       batch.group_ids_N,
       batch.subgroup_ids_N,
-      cfg,
-      state["anchor"],
+      cfg.advantage,
+      cfg.hadw,
+      state.anchor,
       keys["advantage"],
     )
     mask_NxT = batch.completion_mask_NxT
@@ -38,9 +39,9 @@ def plain_update(graphdef, optimizer, cfg, prompt_len):
         logps_NxT, jax.lax.stop_gradient(logps_NxT), adv_N, mask_NxT, cfg.loss, denoms
       )
 
-    (loss, _), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
-    updates, _ = optimizer.update(grads, state["opt_state"], state["params"])
-    return optax.apply_updates(state["params"], updates), loss
+    (loss, _), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, _ = optimizer.update(grads, state.opt_state, state.params)
+    return optax.apply_updates(state.params, updates), loss
 
   return jax.jit(update)
 
@@ -57,7 +58,7 @@ def test_one_step_path_is_the_plain_on_policy_step(update_setup, synthetic_batch
   )
   # Two separately compiled programs: equal up to float32 rounding (fusion and summation order
   # may differ between them, and do on some CPUs), not bit for bit.
-  for a, b in zip(jax.tree.leaves(jax.device_get(params)), jax.tree.leaves(new_state["params"])):
+  for a, b in zip(jax.tree.leaves(jax.device_get(params)), jax.tree.leaves(new_state.params)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(metrics["loss/total"], float(loss), rtol=1e-5, atol=1e-7)
   assert metrics["ratio/mean"] == 1.0 and metrics["ppo_kl"] == 0.0
@@ -76,15 +77,15 @@ def test_second_iteration_uses_the_old_log_probs_of_the_first(
   two, m_two = run_update(update2, state2, batch, mesh2)
 
   mask_NxT = (batch.completion_mask_NxT * batch.loss_mask_N[:, None]) > 0
-  logp0 = completion_logps(graphdef, state["params"], batch, cfg, task)
-  logp1 = completion_logps(graphdef, one["params"], batch, cfg, task)
+  logp0 = completion_logps(graphdef, state.params, batch, cfg, task)
+  logp1 = completion_logps(graphdef, one.params, batch, cfg, task)
   kl_step2 = np.sum(np.where(mask_NxT, logp0 - logp1, 0.0)) / mask_NxT.sum()
   assert abs(kl_step2) > 1e-6
   np.testing.assert_allclose(m_two["ppo_kl"], 0.5 * kl_step2, rtol=2e-2)
   assert m_two["ratio/mean"] != 1.0 and m_one["ratio/mean"] == 1.0
   assert m_two["update/steps"] == 2.0
   # A second step moved the parameters further.
-  assert rel_diff(one["params"], two["params"]) > 1e-6
+  assert rel_diff(one.params, two.params) > 1e-6
   # The logged sampler gap uses the pre-update log-probs in both paths.
   np.testing.assert_allclose(
     m_two["rollout/logp_gap_mean"], m_one["rollout/logp_gap_mean"], rtol=1e-5
@@ -102,7 +103,7 @@ def test_minibatches_change_the_update(update_setup, synthetic_batch, run_update
   ):
     _, mesh, _, _, state, update = update_setup(overrides)
     new_state, metrics = run_update(update, state, batch, mesh)
-    results.append((new_state["params"], metrics))
+    results.append((new_state.params, metrics))
   (p1, m1), (p2, m2), (p4, m4) = results
   assert rel_diff(p1, p2) > 1e-6 and rel_diff(p2, p4) > 1e-6
   assert m1["update/steps"] == 1 and m2["update/steps"] == 2 and m4["update/steps"] == 4

@@ -23,7 +23,7 @@ def forward_count(monkeypatch, overrides, update_setup, synthetic_batch):
   cfg, mesh, task, _, state, update = update_setup.__wrapped__(tuple(overrides))
   batch = synthetic_batch(cfg, task).to_device(mesh)
   update.lower(state, batch)
-  return len(calls), "ref_params" in state
+  return len(calls), state.ref_params is not None
 
 
 @pytest.mark.parametrize(
@@ -44,14 +44,13 @@ def test_reference_forward_only_with_kl(
 def test_reference_is_a_frozen_copy_and_kl_grows(update_setup, synthetic_batch, fresh):
   cfg, mesh, task, graphdef, state, update = update_setup(("loss.kl_coef=0.1",))
   batch = synthetic_batch(cfg, task)
-  theta0 = jax.device_get(state["params"])
+  theta0 = jax.device_get(state.params)
   assert all(
-    np.array_equal(a, b)
-    for a, b in zip(jax.tree.leaves(theta0), jax.tree.leaves(state["ref_params"]))
+    np.array_equal(a, b) for a, b in zip(jax.tree.leaves(theta0), jax.tree.leaves(state.ref_params))
   )
   sharded = batch.to_device(mesh)
   s1, m1 = update(fresh(state), sharded)
-  theta1 = jax.device_get(s1["params"])
+  theta1 = jax.device_get(s1.params)
   s2, m2 = update(s1, sharded)
   m1, m2 = jax.device_get(m1), jax.device_get(m2)
   assert abs(float(m1["loss/kl"])) < 1e-9  # the policy starts at the reference
@@ -67,7 +66,7 @@ def test_reference_is_a_frozen_copy_and_kl_grows(update_setup, synthetic_batch, 
   k3 = np.sum(np.where(mask, np.exp(-delta) + delta - 1, 0.0)) / mask.sum()
   assert k3 > 0
   np.testing.assert_allclose(float(m2["loss/kl"]), k3, rtol=1e-2)
-  for a, b in zip(jax.tree.leaves(theta0), jax.tree.leaves(jax.device_get(s2["ref_params"]))):
+  for a, b in zip(jax.tree.leaves(theta0), jax.tree.leaves(jax.device_get(s2.ref_params))):
     np.testing.assert_array_equal(a, b)  # frozen
 
 
@@ -76,7 +75,7 @@ def test_no_reference_without_kl(load_cfg):
   params = {"w": jnp.ones(3)}
   import optax
 
-  assert "ref_params" not in init_state(params, optax.sgd(1.0), cfg)
+  assert init_state(params, optax.sgd(1.0), cfg).ref_params is None
 
 
 def test_entropy_metric_and_bonus(update_setup, synthetic_batch, fresh):
@@ -87,10 +86,10 @@ def test_entropy_metric_and_bonus(update_setup, synthetic_batch, fresh):
   for coef in ("0.0", "0.5"):
     cfg, mesh, task, graphdef, state, update = update_setup((f"loss.entropy_coef={coef}",))
     new_state, metrics = update(fresh(state), batch.to_device(mesh))
-    out[coef] = (jax.device_get(new_state["params"]), jax.device_get(metrics))
+    out[coef] = (jax.device_get(new_state.params), jax.device_get(metrics))
   logp, ent = models.token_logps(
     graphdef,
-    state["params"],
+    state.params,
     jnp.asarray(batch.tokens_NxL),
     jnp.asarray(batch.input_mask_NxL),
     with_entropy=True,

@@ -12,7 +12,7 @@ def vetoed_batch(batch, update_setup, completion_logps):
   """The batch with the sampler's log-probs equal to the trainer's, except one token of every
   other row 12 nats more likely to the sampler (ρ_t = e^-12 < the veto 1e-4)."""
   cfg, _, task, graphdef, state, _ = update_setup()
-  logps_NxT = completion_logps(graphdef, state["params"], batch, cfg, task)
+  logps_NxT = completion_logps(graphdef, state.params, batch, cfg, task)
   sample_NxT = logps_NxT.copy()
   vetoed_N = np.arange(len(sample_NxT)) % 2 == 1
   sample_NxT[vetoed_N, 0] += 12.0

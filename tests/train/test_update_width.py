@@ -37,7 +37,7 @@ def test_cut_update_equals_the_full_width_update(case, synthetic_batch, fresh, r
   p_full, m_full = run(full, state, batch, fresh)
   p_cut, m_cut = run(bucketed, state, batch, fresh)
   assert (m_full["update/width"], m_cut["update/width"]) == (12, 6)
-  delta = lambda p: jax.tree.map(np.subtract, state["params"], p)  # 0.5 × the gradient
+  delta = lambda p: jax.tree.map(np.subtract, state.params, p)  # 0.5 × the gradient
   assert rel_diff(delta(p_full), delta(p_cut)) < 2e-5
   assert m_full["grad/norm"] > 0 and m_full["loss/kl"] > 0
   for key, value in m_full.items():
@@ -47,7 +47,7 @@ def test_cut_update_equals_the_full_width_update(case, synthetic_batch, fresh, r
     # A cut below the longest completion drops loss tokens: a different update.
     short = shard_lib.shard_batch(cut(batch.device_batch(), LONGEST - 2), bucketed.mesh)
     bad_state, m_bad = bucketed.steps[12](fresh(state), short)
-    assert rel_diff(delta(p_full), delta(jax.device_get(bad_state["params"]))) > 1e-3
+    assert rel_diff(delta(p_full), delta(jax.device_get(bad_state.params))) > 1e-3
     assert not np.isclose(float(to_host(m_bad)["loss/total"]), m_full["loss/total"], rtol=1e-3)
 
 
@@ -61,7 +61,7 @@ def test_cut_update_on_eight_devices_with_shared_prompts(synthetic_batch, fresh,
   p_full, m_full = run(full, state, batch, fresh)
   p_cut, m_cut = run(bucketed, state, batch, fresh)
   assert m_cut["update/width"] == 6
-  delta = lambda p: jax.tree.map(np.subtract, state["params"], p)
+  delta = lambda p: jax.tree.map(np.subtract, state.params, p)
   assert rel_diff(delta(p_full), delta(p_cut)) < 2e-5
   np.testing.assert_allclose(m_cut["loss/total"], m_full["loss/total"], rtol=2e-5)
 

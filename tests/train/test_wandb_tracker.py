@@ -114,11 +114,11 @@ def test_real_wandb_offline_writes_the_sampled_completions(tmp_path, monkeypatch
 
 @pytest.mark.slow
 def test_training_logs_steps_eval_and_samples(tmp_path, monkeypatch):
-  from grpo_jax.train import loop
+  from grpo_jax.train import modes
 
   fake = FakeWandb()
   monkeypatch.setitem(sys.modules, "wandb", fake)
-  loop.train(_cfg("logging.plot=false"), tmp_path, log=lambda *_: None)
+  modes.train(_cfg("logging.plot=false"), tmp_path, log=lambda *_: None)
   steps = {}
   for step, row in fake.rows:
     steps.setdefault(step, set()).update(row)

@@ -1,0 +1,291 @@
+"""An open run directory: :func:`open_run` gives the :class:`Run` every mode reads (mesh, task,
+model, shardings, checkpointer, writers, the restored or initial ``TrainState``) and closes it
+on every exit path.
+
+Re-running on the same workdir resumes from the last checkpoint: the train state holds params,
+optimizer, HA-DW anchor, step, base RNG and data cursor, and per-step keys are pure functions of
+(base RNG, step), so an interrupted run ends with the same parameters as an uninterrupted one.
+A workdir with a checkpoint resumes only under the config it started with (up to the resumable
+keys, ``grpo_jax.config.resume``) unless ``allow_config_change``, which records the change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Iterator
+
+import jax
+from etils import epath
+
+from grpo_jax import data, models
+from grpo_jax import sharding as shard_lib
+from grpo_jax.config import files as config_file
+from grpo_jax.config import provenance, resume
+from grpo_jax.config.experiment import Experiment
+from grpo_jax.rollout.registry import build_rollout
+from grpo_jax.rundir import names, write
+from grpo_jax.sampling import engine as engine_lib
+from grpo_jax.sampling.policy import Policy, SampleSettings
+from grpo_jax.sampling.weights import sampler_copy
+from grpo_jax.sharding import distributed
+from grpo_jax.train import autofit, console, fit
+from grpo_jax.train.checkpoint import Checkpointer, abstract_like
+from grpo_jax.train.length_buckets import LengthAwareUpdate
+from grpo_jax.train.metrics import MetricsWriter
+from grpo_jax.train.optimizer import make_optimizer
+from grpo_jax.train.packing import Packer, check_width
+from grpo_jax.train.state import TrainState, init_state
+from grpo_jax.train.update import make_update_step
+from grpo_jax.train.warmstart import warm_start
+
+# The modes that write the run directory (config.json, checkpoints, metrics); the others read it.
+WRITES = ("train", "profile", "presample")
+
+
+@dataclasses.dataclass
+class Setup:
+  """What training and evaluation share: mesh, task, model, optimizer and shardings."""
+
+  mesh: jax.sharding.Mesh
+  task: object
+  rollout: object  # the rollout kind (``grpo_jax.rollout.registry.ROLLOUTS``)
+  graphdef: object
+  params: dict
+  optimizer: object
+  state_shapes: TrainState
+  state_shardings: TrainState
+  sample_shardings: dict
+  # params -> the sampler's copy: compute dtype, sampler layout (``sampling.weights``)
+  to_sampler: Callable
+
+
+@dataclasses.dataclass
+class Run:
+  """An open run directory (:func:`open_run`). ``state``: the restored (or initial) train state
+  of the writing modes; ``update`` (train): the update per sampled width; ``rollouts`` (train):
+  the ``Prefetcher`` that hands out each step's batch (``grpo_jax.train.step``)."""
+
+  e: Experiment
+  workdir: epath.Path
+  s: Setup
+  ckpt: Checkpointer
+  log: Callable
+  t_start: float
+  record: dict | None = None  # config.json's content
+  writer: MetricsWriter | None = None
+  state: TrainState | None = None
+  policy: Policy | None = None
+  update: LengthAwareUpdate | None = None
+  rollouts: object = None  # grpo_jax.rollout.overlap.Prefetcher
+  watch: object = None  # grpo_jax.train.preemption.PreemptionWatch
+
+  def write_json(self, name: str, obj) -> None:
+    """``workdir/name`` (process 0 writes the run directory)."""
+    if distributed.is_primary():
+      write.json_file(self.workdir / name, obj)
+
+  def abstract_state(self) -> TrainState:
+    return abstract_like(self.s.state_shapes, self.s.state_shardings)
+
+
+def load_data(e: Experiment, log=print) -> tuple:
+  """``(task, rollout)``: the rows read and checked (a malformed row of the researcher's file
+  raises ``DataError``), the rollout kind built on them, and ``loss.pack_width`` checked against
+  the longest row it can give (``ConfigError``): before any model is built or file written."""
+  task = data.build_task(e)
+  rollout = build_rollout(e, task)  # one- or two-stage (METHODS §5) by name
+  if e.loss.pack:
+    check_width(e.loss.pack_width, rollout.prompt_len, fit.response_slots(e))
+  log(rollout.describe())
+  return task, rollout
+
+
+def setup(e: Experiment, log=print, loaded: tuple | None = None) -> Setup:
+  """Mesh, data, model and the shardings (logical-axis rules, ``grpo_jax.sharding.rules``: FSDP ×
+  TP for the train state incl. optimizer moments and reference; tensor-only for the sampler).
+  ``loaded``: ``load_data``'s ``(task, rollout)`` when the caller has read the data."""
+  mesh = shard_lib.make_mesh(e.mesh)
+  B, G = e.sampling.prompts_per_step, e.sampling.group_size
+  if (B * G) % shard_lib.batch_size_multiple(mesh):
+    raise ValueError(
+      f"B·G = {B * G} rows must divide over {shard_lib.batch_size_multiple(mesh)} "
+      "data-parallel devices"
+    )
+  task, rollout = loaded or load_data(e, log)
+  graphdef, params = models.build_policy(e, vocab_size=len(task.tokenizer))
+  optimizer = make_optimizer(e.optimizer)
+  state_shapes = jax.eval_shape(lambda p: init_state(p, optimizer, e), params)
+  state_shardings = shard_lib.state_shardings(state_shapes, mesh, shard_lib.rules_for(e.mesh))
+  sample_rules = shard_lib.rules_for(e.mesh, "sample")
+  sample_shardings = shard_lib.state_shardings(state_shapes.params, mesh, sample_rules)
+  to_sampler = sampler_copy(e.model.dtype, sample_shardings)
+  return Setup(
+    mesh,
+    task,
+    rollout,
+    graphdef,
+    params,
+    optimizer,
+    state_shapes,
+    state_shardings,
+    sample_shardings,
+    to_sampler,
+  )
+
+
+def fit_update(e: Experiment, s: Setup, log=print):
+  """(``e`` with its auto keys resolved, ``s`` with the graphdef of its remat, {T: the compiled
+  update}): the update at the sampled width T compiled on the run's mesh and shardings, checked
+  against the devices' memory (``grpo_jax.train.fit``, ``autofit``); raises ``fit.DoesNotFit``
+  naming its bytes."""
+  P, T = s.rollout.prompt_len, fit.response_slots(e)
+  graphdef = lambda f: autofit.with_remat(s.graphdef, s.params, f.model.remat)
+
+  def build(f):
+    return make_update_step(graphdef(f), s.optimizer, f, s.mesh, s.state_shardings, P, T)
+
+  state = fit.abstract(s.state_shapes, s.state_shardings)
+  lower_mesh = s.mesh if e.mesh.constrain_activations else None
+  shapes = autofit.UpdateShapes(build, state, P, T, s.mesh, lower_mesh)
+  # vLLM (the process's one engine) starts here: on a CPU host its memory leaves the budget.
+  held = engine_lib.build_engine(e).host_bytes()
+  e, fitted = autofit.fit_update(e, shapes, autofit.vocab_size(s.params), log, held)
+  return e, dataclasses.replace(s, graphdef=graphdef(e)), {T: fitted}
+
+
+def length_aware_update(e: Experiment, s: Setup, fitted: dict, log=print) -> LengthAwareUpdate:
+  """The update on each batch cut to its longest completion (one compile per bucket width),
+  with ``loss.pack`` its real tokens packed into rows."""
+
+  def make_step(completion_len: int):
+    P = s.rollout.prompt_len
+    step = make_update_step(
+      s.graphdef, s.optimizer, e, s.mesh, s.state_shardings, P, completion_len
+    )
+    return shard_lib.under_mesh(step, s.mesh) if e.mesh.constrain_activations else step
+
+  packer = None
+  if e.loss.pack:
+    devices = shard_lib.batch_size_multiple(s.mesh)
+    packer = Packer(e.loss, e.sampling.group_size, devices, jax.process_count())
+  return LengthAwareUpdate(make_step, s.mesh, e.loss.length_buckets, log, packer, fitted)
+
+
+def check_guard(e: Experiment, workdir: epath.Path, allow_change: bool, log) -> dict:
+  """The resume guard, then the data, then config.json: a changed config (``ConfigChanged``),
+  a bad row or pack width stop the run before any file is written. Returns ``{"record":
+  config.json's content, "loaded": load_data's (task, rollout)}``."""
+  if e.rollout.off_policy_steps and jax.process_count() > 1:
+    raise ValueError(
+      "config key rollout.off_policy_steps = 1 runs on one process: the rollout thread's "
+      "collectives would interleave with the update's in a different order on each process"
+    )
+  saved = resume.read(workdir)
+  before = saved if resume.has_checkpoint(workdir) else None
+  changes = resume.check(before, e.to_dict(), workdir, allow_change)
+  loaded = load_data(e, log)
+  workdir.mkdir(parents=True, exist_ok=True)
+  if changes:
+    log(
+      f"resuming under a changed config (--allow_config_change):\n{resume.format_changes(changes)}"
+    )
+  record = resume.record(
+    saved, e.to_dict(), config_file.content_hash(e), provenance.collect(), changes
+  )
+  if saved and "data_band" in saved:  # the band's counts stay when --mode=profile rewrites it
+    record["data_band"] = saved["data_band"]
+  return {"record": record, "loaded": loaded}
+
+
+def initial_state(run: Run) -> TrainState:
+  """The latest checkpoint's state, or (a fresh run) the warm-started policy's, saved as step 0."""
+  e, s = run.e, run.s
+  at = run.ckpt.latest_step()
+  if at is not None:
+    state = run.ckpt.restore(run.abstract_state(), at)
+    run.log(f"resumed from checkpoint at step {int(state.step)}")
+    return state
+  params = s.params
+  if e.warmstart.enabled:
+    params = shard_lib.replicate(params, s.mesh)
+    params, history = warm_start(s.graphdef, params, s.task, e, s.mesh, log=run.log)
+    run.write_json(names.WARMSTART, history)
+  init = functools.partial(init_state, optimizer=s.optimizer, e=e)
+  state = shard_lib.init_sharded(init, params, s.state_shardings)
+  run.ckpt.save(0, state)
+  run.ckpt.wait()
+  return state
+
+
+def policy_params(run: Run, step: int | None = None) -> tuple:
+  """``(params, step)``: the run directory's checkpoint (the latest, or ``step``) or, with no
+  checkpoint there, the policy as built (``model.hf_path`` or a fresh init) at step 0."""
+  s, latest = run.s, run.ckpt.latest_step()
+  if latest is None:
+    run.log(f"no checkpoint in {run.workdir}; the policy as built")
+    return shard_lib.place(s.params, s.state_shardings.params), 0 if step is None else step
+  step = latest if step is None else step
+  params = run.ckpt.restore(run.abstract_state(), step).params
+  run.log(f"policy: checkpoint step {step} of {run.workdir}")
+  return params, step
+
+
+@contextlib.contextmanager
+def open_run(
+  e: Experiment, workdir, mode: str = "train", allow_config_change: bool = False, log=print
+) -> Iterator[Run]:
+  """The run of ``e`` in ``workdir`` for ``mode`` (``grpo_jax.train.modes.MODES``). The writing
+  modes (:data:`WRITES`) check the resume guard, write config.json, open the metrics writer
+  (and W&B) and restore or initialise the state; ``train`` also compiles the update first, so a
+  run that does not fit stops before any rollout or checkpoint, with its auto keys resolved.
+  Everything opened is closed on every exit path. ``log`` prints on process 0 only."""
+  workdir, log = epath.Path(workdir), console.primary_log(log)
+  guard = check_guard(e, workdir, allow_config_change, log) if mode in WRITES else {}
+  if guard:
+    if distributed.is_primary():
+      write.json_file(workdir / names.CONFIG, guard["record"])
+  t_start = time.time()
+  s = setup(e, log=log, loaded=guard.get("loaded"))
+  fitted = {}
+  if mode == "train":
+    e, s, fitted = fit_update(e, s, log)
+  with contextlib.ExitStack() as stack:
+    ckpt = Checkpointer(workdir / names.CHECKPOINTS, e.checkpoint.every, e.checkpoint.keep)
+    run = Run(e, workdir, s, ckpt, log, t_start, record=guard.get("record"))
+    if mode in WRITES:
+      tracker = None
+      if e.logging.wandb and distributed.is_primary():
+        from grpo_jax.train.wandb_tracker import WandbTracker  # noqa: PLC0415 (optional)
+
+        tracker = stack.enter_context(contextlib.closing(WandbTracker(e, workdir)))
+      run.writer = MetricsWriter(
+        workdir,
+        e.logging.tensorboard,
+        enabled=distributed.is_primary(),
+        resume_step=ckpt.latest_step(),
+        tracker=tracker,
+      )
+      stack.callback(run.writer.close)
+    stack.callback(ckpt.close)  # closed first: pending saves hold earlier, finite steps
+    if mode in WRITES:
+      run.state = initial_state(run)
+      settings = SampleSettings.from_config(e.sampling)
+      run.policy = Policy(s.graphdef, run.state.params, s.mesh, settings)
+    if mode == "train":
+      run.update = length_aware_update(e, s, fitted, log)
+    yield run
+
+
+__all__ = [
+  "WRITES",
+  "Run",
+  "Setup",
+  "fit_update",
+  "load_data",
+  "open_run",
+  "policy_params",
+  "setup",
+]
