@@ -9,10 +9,19 @@ the papers' loss and optimizer settings.
 from grpo_jax.config.base import (
   base_config,
   check_keys,
+  defaults,
   finalize,
   nearest_key,
   override,
   to_dict,
 )
 
-__all__ = ["base_config", "check_keys", "finalize", "nearest_key", "override", "to_dict"]
+__all__ = [
+  "base_config",
+  "check_keys",
+  "defaults",
+  "finalize",
+  "nearest_key",
+  "override",
+  "to_dict",
+]

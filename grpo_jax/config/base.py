@@ -125,6 +125,15 @@ def finalize(cfg: ConfigDict) -> Experiment:
   return e
 
 
+def defaults(overrides: dict[str, typing.Any] | None = None) -> Experiment:
+  """The base config with the dotted ``overrides`` set (``{"loss.kind": "dapo"}``), validated:
+  the typed Experiment a test or a notebook starts from, as :func:`finalize` returns it."""
+  cfg = base_config()
+  for key, value in (overrides or {}).items():
+    override(cfg, key, value)
+  return finalize(cfg)
+
+
 def resolve_defaults(cfg: ConfigDict) -> None:
   """Keys whose default depends on another key, set in place: ``loss.rollout_correction =
   'auto'`` is ``token_tis`` when the sampler's log-probs are not the trainer's (an external
@@ -141,6 +150,7 @@ def to_dict(cfg: ConfigDict) -> dict:
 
 __all__ = [
   "base_config",
+  "defaults",
   "finalize",
   "override",
   "nearest_key",

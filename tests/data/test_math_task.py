@@ -65,7 +65,7 @@ def test_decode_uses_only_masked_tokens(task):
 
 
 def test_data_keys_reach_the_task(tmp_path):
-  from grpo_jax.config import base_config
+  from grpo_jax.config import defaults
 
   path = tmp_path / "rows.jsonl"
   path.write_text(
@@ -75,23 +75,28 @@ def test_data_keys_reach_the_task(tmp_path):
     )
   )
   tok = build_tokenizer(string.printable)
-  cfg = base_config()
-  cfg.data.train_set, cfg.data.train_path = "aime24", str(path)
-  cfg.data.eval_sets, cfg.data.eval_paths = ("aime25",), (str(path),)
-  cfg.data.template, cfg.data.max_prompt_tokens = "hadw", 96
+  cfg = defaults(
+    {
+      "data.task": "math",
+      "data.train_set": "aime24",
+      "data.train_path": str(path),
+      "data.eval_sets": ("aime25",),
+      "data.eval_paths": (str(path),),
+      "data.template": "hadw",
+      "data.max_prompt_tokens": 96,
+    }
+  )
   task = MathTask.from_config(cfg, tok)
   assert list(task.benchmarks()) == ["aime25"] and len(task.train_rows) == 8
   assert task.prompt_len == 96 and task.timeout_s == cfg.data.reward_timeout_s
   assert task.prompt_text(task.train_rows[0]).endswith("within \\boxed{}.")
-  cfg.data.template, cfg.data.max_prompt_tokens, cfg.data.reward_timeout_s = "boxed", 40, 1.0
-  other = MathTask.from_config(cfg, tok)
+  keys = {"data.template": "boxed", "data.max_prompt_tokens": 40, "data.reward_timeout_s": 1.0}
+  other = MathTask.from_config(cfg.with_overrides(keys), tok)
   assert other.prompt_len == 40 and other.timeout_s == 1.0
   assert other.dropped_too_long > 0  # the longer template no longer fits 40 tokens
   assert task.num_workers == 0  # sized from the host when the pool starts
-  cfg.data.reward_workers = 3
-  assert MathTask.from_config(cfg, tok).num_workers == 3
-  cfg.data.max_prompt_tokens, cfg.data.train_limit = 96, 3  # the set's first 3 of 8 rows
-  head = MathTask.from_config(cfg, tok).train_pool
+  assert MathTask.from_config(cfg.with_overrides({"data.reward_workers": 3}), tok).num_workers == 3
+  head = MathTask.from_config(cfg.with_overrides({"data.train_limit": 3}), tok).train_pool
   assert [r["id"] for r in head] == [r["id"] for r in task.train_pool[:3]]
 
 

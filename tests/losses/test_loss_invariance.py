@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config
+from grpo_jax.config import defaults
 
 KINDS = tuple(losses.LOSS_KINDS)
 # The dual clip bounds the PPO surrogate; the other kinds have none (their config refuses it).
@@ -33,10 +33,8 @@ def make_inputs(seed=0, n_rows=8, width=7, spread=0.4):
 
 
 def make_cfg(**kw):
-  cfg = base_config().loss
-  for k, v in kw.items():
-    cfg[k] = v
-  return cfg
+  """The typed ``loss`` group: the defaults with ``kw`` set."""
+  return defaults({f"loss.{k}": v for k, v in kw.items()}).loss
 
 
 def loss_and_grads(inputs, cfg, denoms):
@@ -149,9 +147,8 @@ def test_huge_log_prob_gaps_stay_finite(kind, agg):
   old = (logp + rng.uniform(-1e3, 1e3, logp.shape)).astype(np.float32)
   ref = (logp + rng.uniform(-1e3, 1e3, logp.shape)).astype(np.float32)
   adv = (10 * rng.normal(size=adv.shape)).astype(np.float32)
-  cfg = make_cfg(kind=kind, aggregation=agg, kl_coef=0.1, entropy_coef=0.01)
   for dual in {0.0, DUAL.get(kind, 0.0)}:
-    cfg.dual_clip = dual
+    cfg = make_cfg(kind=kind, aggregation=agg, kl_coef=0.1, entropy_coef=0.01, dual_clip=dual)
     loss, aux, grads = loss_and_grads(
       (logp, old, adv, mask, ref, ent), cfg, losses.denominators(mask, cfg)
     )

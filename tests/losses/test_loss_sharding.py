@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent(
   import numpy as np, jax, jax.numpy as jnp
   from jax.sharding import NamedSharding, PartitionSpec as P
   from grpo_jax import losses
-  from grpo_jax.config import base_config
+  from grpo_jax.config import defaults
 
   assert jax.device_count() == 8
   rng = np.random.default_rng(0)
@@ -31,8 +31,8 @@ SCRIPT = textwrap.dedent(
   mesh = jax.make_mesh((8,), ("data",))
   for kind, agg in (("grpo", "token_mean"), ("gspo", "seq_mean_token_mean"),
                     ("dapo", "seq_mean_token_sum_norm")):
-    cfg = base_config().loss
-    cfg.kind, cfg.aggregation, cfg.dual_clip, cfg.kl_coef = kind, agg, 3.0, 0.05
+    keys = {"kind": kind, "aggregation": agg, "dual_clip": 3.0, "kl_coef": 0.05}
+    cfg = defaults({f"loss.{k}": v for k, v in keys.items()}).loss
     denoms = losses.denominators(mask, cfg)
     f = lambda lp, o, a, m, r: losses.policy_loss(lp, o, a, m, cfg, denoms, losses.Terms(r))[0]
     loss, grad = jax.value_and_grad(f)(logp, old, adv, mask, ref)

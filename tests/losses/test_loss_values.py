@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import losses
-from grpo_jax.config import base_config
+from grpo_jax.config import defaults
 
 KINDS = ("grpo", "dapo", "gspo")
 AGGS = (
@@ -125,10 +125,8 @@ def make_inputs(seed=0):
 
 
 def make_cfg(**kw):
-  cfg = base_config().loss
-  for k, v in kw.items():
-    cfg[k] = v
-  return cfg
+  """The typed ``loss`` group: the defaults with ``kw`` set."""
+  return defaults({f"loss.{k}": v for k, v in kw.items()}).loss
 
 
 def jax_loss(inputs, cfg, with_terms=True):

@@ -79,9 +79,8 @@ def test_offload_moves_the_layer_inputs_to_host_memory(scan_layers):
 
 
 def test_remat_key_reaches_the_model_and_rejects_unknown_values():
-  cfg = config_lib.base_config()
-  cfg.model.remat = "dots_saveable"
-  assert models.ModelConfig.from_config(cfg.model, vocab_size=20).remat == "dots_saveable"
+  model = config_lib.defaults({"model.remat": "dots_saveable"}).model
+  assert models.ModelConfig.from_config(model, vocab_size=20).remat == "dots_saveable"
   graphdef, params = models.init_params(dataclasses.replace(CFG, remat="bogus"), 0)
   with pytest.raises(ValueError, match="model.remat must be one of .*'offload'"):
     models.token_logps(graphdef, params, jnp.ones((1, 4), jnp.int32), jnp.ones((1, 4)))

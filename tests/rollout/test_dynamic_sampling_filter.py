@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from grpo_jax.config import base_config, recipes
+from grpo_jax.config import base_config, defaults, recipes
 from grpo_jax.config import files as config_file
 from grpo_jax.rollout import dynamic_sampling as ds
 from grpo_jax.rollout.batch import RolloutBatch
@@ -43,12 +43,19 @@ def rollout_fn(problems, rng):
 
 
 def make_cfg(metric):
-  cfg = base_config()
-  cfg.sampling.prompts_per_step, cfg.sampling.group_size, cfg.sampling.max_new_tokens = 2, 2, T
-  cfg.dapo.dynamic_sampling, cfg.dapo.oversample, cfg.dapo.max_sampling_rounds = True, 1.5, 1
-  cfg.dapo.overlong_penalty, cfg.dapo.overlong_buffer = True, 4
-  cfg.dapo.filter_metric = metric
-  return cfg
+  return defaults(
+    {
+      "sampling.prompts_per_step": 2,
+      "sampling.group_size": 2,
+      "sampling.max_new_tokens": T,
+      "dapo.dynamic_sampling": True,
+      "dapo.oversample": 1.5,
+      "dapo.max_sampling_rounds": 1,
+      "dapo.overlong_penalty": True,
+      "dapo.overlong_buffer": 4,
+      "dapo.filter_metric": metric,
+    }
+  )
 
 
 def sample(metric):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import sharding as shard_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import defaults
 from grpo_jax.rollout import multihost
 from grpo_jax.strategy import id_units, layout
 
@@ -58,8 +58,7 @@ def test_process_share_ids_equal_a_one_process_run(monkeypatch, strategy, rollou
   each process's offset ids equal the one-process run's rows. Subgroup ids count preview slots
   b·K + k (K per prompt) on the two-stage path, prompts on the one-stage path."""
   G, K = 4, 2
-  cfg = base_config()
-  cfg.strategy.enabled, cfg.strategy.num_previews = strategy, K
+  cfg = defaults({"strategy.enabled": strategy, "strategy.num_previews": K})
   texts = [["add first", "multiply"], ["guess", " Guess "], ["a", "b"]]
   if strategy:
     rollout_fn = _strategy_rollout(texts, G, K, rollout_batch)
