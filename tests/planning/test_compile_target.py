@@ -102,8 +102,10 @@ def test_compile_for_this_host(tmp_path, capsys):
   mesh = jax.sharding.Mesh(np.asarray(jax.devices()).reshape(8, 1, 1), ("data", "fsdp", "tensor"))
   s = programs.shapes(cfg, mesh)
   state, batch = programs.update_program(s).args
-  # jax drops an argument the program never reads: accuracy_N is HA-DW's, off here.
-  want = compiled.state_bytes(state) + compiled.state_bytes(batch.replace(accuracy_N=None))
+  # jax drops an argument the program never reads: accuracy_N is HA-DW's, off here, and
+  # subgroup_ids_N the strategy's (one-stage sampling here).
+  read = batch.replace(accuracy_N=None, subgroup_ids_N=None)
+  want = compiled.state_bytes(state) + compiled.state_bytes(read)
   assert update["memory_bytes"]["argument"] == want
   assert "| update |" in capsys.readouterr().out
   # experiments/compile_table.py's row of this report: its target, mesh and fit.
