@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, experiment
 
 # Two prompts with unequal subgroups (sizes 3/1/2 and 2/2), one padded row.
 R = np.array([1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 0.5], np.float32)
@@ -31,7 +31,7 @@ def base(**kw):
   for k, v in kw.items():
     group, leaf = k.split(".")
     cfg[group][leaf] = v
-  return cfg
+  return experiment.of(cfg)  # typed; the run-level cross-group rules are not the math's
 
 
 def outputs(cfg, steps=3):

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import defaults
 
 R = np.array([1, 0, 1, 0, 0.5], np.float32)
 
 
 def run(gid, sid=None):
-  cfg = base_config()
+  cfg = defaults()
   return adv_lib.compute(
     R, gid, sid, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), jax.random.key(0)
   )
@@ -33,7 +33,7 @@ def test_ids_at_or_above_n_are_rejected(which):
 
 def test_traced_ids_are_not_checked():
   """Under jit the ids cannot be read; an id >= N then silently drops its row (documented)."""
-  cfg = base_config()
+  cfg = defaults()
   anchor = adv_lib.init_anchor(cfg.hadw)
 
   @jax.jit

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, experiment
 
 # Prompt 0: 4 subgroups of 2 rows, means 1, 1/2, 0, 0 (μ = 3/8): δ = 5/8, 1/8, −3/8, −3/8.
 # Prompt 8: subgroups of 3 / 1 / 2 rows, means 2/3, 0, 1/2 (μ = 1/2): δ = 1/6, −1/2, 0.
@@ -113,7 +113,7 @@ def _cfg(**keys):
   a.offset_control = "magnitude_scramble"
   for k, v in keys.items():
     a[k] = v
-  return cfg
+  return experiment.of(cfg)  # typed; the run-level cross-group rules are not the math's
 
 
 @pytest.mark.parametrize("rebalance", [False, True])

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, experiment
 
 # One prompt (group 0) of 6 rows in 3 unequal subgroups (ids 5, 2, 9), one padded row, and a
 # second prompt (group 3) of 3 rows with K = 1.
@@ -24,7 +24,7 @@ def cfg_with(**kw):
   for k, v in kw.items():
     group, leaf = k.split("__")
     cfg[group][leaf] = v
-  return cfg
+  return experiment.of(cfg)  # typed; the run-level cross-group rules are not the math's
 
 
 def run(cfg, r=R, g=GID, s=SID, anchor=None, key=KEY):

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, experiment
 
 # Prompt 0: subgroups of 3 / 1 / 2 rows; prompt 6: 2 / 2; prompt 10: one subgroup (offset 0).
 R = np.array([1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0], np.float32)
@@ -60,6 +60,7 @@ def test_compute_uses_the_noise_as_the_offset():
   cfg = base_config()
   a = cfg.advantage
   a.baseline, a.offset_coef, a.scale, a.offset_control = "subgroup_offset", -0.5, "none", "noise"
+  cfg = experiment.of(cfg)
   key = jax.random.key(3)
   adv, _, _ = adv_lib.compute(
     R, GID, SID, cfg.advantage, cfg.hadw, adv_lib.init_anchor(cfg.hadw), key

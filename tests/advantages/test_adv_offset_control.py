@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, experiment
 from grpo_jax.config import files as config_file
 
 # Two prompts: subgroups of 3/1/2 rows (means 2/3, 0, 1/2) and 2/2 (1/2, 0); one padded row.
@@ -42,7 +42,7 @@ def _cfg(control: str, scope: str = "prompt", rebalance: bool = True):
   a = cfg.advantage
   a.baseline, a.offset_coef, a.scale, a.offset_control = "subgroup_offset", ALPHA, "none", control
   a.offset_shuffle_scope, a.offset_magnitude_scramble_rebalance = scope, rebalance
-  return cfg
+  return experiment.of(cfg)  # typed; the run-level cross-group rules are not the math's
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, experiment
 
 N = 24
 H = 4
@@ -162,7 +162,7 @@ def make_cfg(combo, coef, lam, eta):
   a.offset_shuffle_scope, a.offset_shuffle_recenter = scope, recenter
   h.enabled, h.anchor, h.sigma_of, h.include_current = on, kind, sigma_of, inc
   h.history, h.lambda_scale, h.eta, h.fixed_anchor = H, lam, eta, 0.45
-  return cfg
+  return experiment.of(cfg)  # typed; the run-level cross-group rules are not the math's
 
 
 def check_combo(combo, seed, coef=-0.7, lam=1.3, eta=3.0, past=5):

@@ -13,7 +13,7 @@ CHILD = textwrap.dedent(
   import jax, jax.numpy as jnp, numpy as np
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
   from grpo_jax import advantages as adv_lib
-  from grpo_jax.config import base_config
+  from grpo_jax.config import base_config, experiment
 
   assert jax.device_count() == 8
   mesh = Mesh(np.array(jax.devices()), ("data",))
@@ -31,6 +31,7 @@ CHILD = textwrap.dedent(
     cfg.hadw.enabled = True
     for k, v in kw.items():
       cfg.advantage[k] = v
+    cfg = experiment.of(cfg)
     anchor = adv_lib.init_anchor(cfg.hadw)
     f = jax.jit(functools.partial(adv_lib.compute, adv=cfg.advantage, hadw=cfg.hadw))
     key = jax.random.key(3)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, experiment
 
 # Slots 0..9: subgroups 1, 4, 7 belong to group 0; 2, 5 to group 3; 9 alone in group 8.
 GROUP_OF = np.array([-1, 0, 3, -1, 0, 3, -1, 0, -1, 8], np.int32)
@@ -98,11 +98,10 @@ def test_alpha_one_on_constant_subgroups_stays_exactly_zero_under_a_recentred_sh
   kept = 0
   for scope in ("prompt", "batch"):
     a.offset_shuffle_scope = scope
+    e = experiment.of(cfg)
     for i in range(8):
-      anchor = adv_lib.init_anchor(cfg.hadw)
-      adv, _, _ = adv_lib.compute(
-        rewards, gid, sid, cfg.advantage, cfg.hadw, anchor, jax.random.key(i)
-      )
+      anchor = adv_lib.init_anchor(e.hadw)
+      adv, _, _ = adv_lib.compute(rewards, gid, sid, e.advantage, e.hadw, anchor, jax.random.key(i))
       src = np.asarray(adv_lib.offset_permutation(
         jax.random.key(i), *_slots(rewards, gid, sid), scope))  # fmt: skip
       if src[0] == 0 and src[1] == 1:  # group 0 kept its own offsets
@@ -124,6 +123,7 @@ def test_whitened_advantages_of_an_exactly_cancelling_group_are_zero():
   a = cfg.advantage
   a.baseline, a.offset_coef, a.scale, a.scale_of = "subgroup_offset", -1.0, "group", "advantages"
   a.offset_control, a.offset_shuffle_recenter = "shuffle", True
+  cfg = experiment.of(cfg)
   rewards = np.array([1.0, 1.0, 0.0, 1.0, 0.5, 0.0], np.float32)
   gid = np.array([0, 0, 0, 3, 3, 3], np.int32)
   sid = np.array([0, 0, 2, 3, 4, 4], np.int32)

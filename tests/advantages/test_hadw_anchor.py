@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config
+from grpo_jax.config import base_config, defaults, experiment
 
 
 def hadw_cfg(**kw):
@@ -15,7 +15,7 @@ def hadw_cfg(**kw):
   cfg.enabled = True
   for k, v in kw.items():
     cfg[k] = v
-  return cfg
+  return experiment.of(cfg, "hadw")
 
 
 def run_sequence(ys, cfg):
@@ -30,7 +30,7 @@ def run_sequence(ys, cfg):
 
 
 def test_init_anchor_keys_shapes_and_disabled_passthrough():
-  cfg = base_config()
+  cfg = defaults()
   anchor = adv_lib.init_anchor(cfg.hadw)
   assert tuple(anchor) == adv_lib.ANCHOR_KEYS
   assert anchor["history"].shape == (cfg.hadw.history,)
@@ -96,8 +96,7 @@ def test_fixed_anchor_ignores_accuracy():
 
 
 def test_batch_accuracy_counts_all_valid_rows_including_degenerate_groups():
-  cfg = base_config()
-  cfg.hadw.enabled = True
+  cfg = defaults({"hadw.enabled": True})
   r = np.array([1, 1, 1, 0, 1, 0, 0.0, 0.9], np.float32)
   g = np.array([0, 0, 0, 1, 1, 2, 2, -1])  # group 0 all correct, padded row ignored
   _, anchor, aux = adv_lib.compute(

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from grpo_jax.config import base_config
+from grpo_jax.config import defaults
 from grpo_jax.rollout import dynamic_sampling as ds
 from grpo_jax.rollout import multihost
 from grpo_jax.rollout.batch import ARRAYS, RolloutBatch
@@ -15,13 +15,8 @@ P, T, EOS, PAD = 2, 10, 1, 0
 
 
 def make_cfg(**dapo):
-  cfg = base_config()
-  cfg.sampling.prompts_per_step = 4
-  cfg.sampling.group_size = 2
-  cfg.sampling.max_new_tokens = T
-  for k, v in dapo.items():
-    cfg.dapo[k] = v
-  return cfg
+  keys = {"sampling.prompts_per_step": 4, "sampling.group_size": 2, "sampling.max_new_tokens": T}
+  return defaults({**keys, **{f"dapo.{k}": v for k, v in dapo.items()}})
 
 
 def fake_rollout(lengths=None):
@@ -105,7 +100,7 @@ def test_short_batch_is_padded_or_raises():
   np.testing.assert_array_equal(batch.subgroup_ids_N[4:], -1)
   assert batch.completion_mask_NxT[4:].sum() == 0 and batch.loss_mask_N[4:].sum() == 0
   assert batch.completions_N[4:] == [""] * 4 and batch.problems_N[4:] == [None] * 4
-  cfg.dapo.require_full_batch = True
+  cfg = cfg.with_overrides({"dapo.require_full_batch": True})
   with pytest.raises(RuntimeError, match="kept 2 of 4 groups after 1 rounds"):
     ds.sample_batch(rollout_fn, problems_fn, 0, jax.random.PRNGKey(0), cfg)
 
@@ -188,7 +183,7 @@ def test_hadw_accuracy_covers_dropped_groups():
   # Two rounds of problems 0..7: 0, 3, 6 score [1, 1], the others [1, 0] -> 11 / 16.
   np.testing.assert_allclose(batch.step_accuracy, 11 / 16)
   assert np.mean(batch.rewards_N) == 0.5  # the kept groups alone would say 0.5
-  cfg.hadw.enabled = True
+  cfg = cfg.with_overrides({"hadw.enabled": True})
   args = (
     batch.group_ids_N,
     batch.subgroup_ids_N,
@@ -245,12 +240,14 @@ def two_stage_rollout(preview_lens, completion_lens, truncated, train_on_preview
 
 
 def two_stage_cfg(train_on_preview=False, **dapo):
-  cfg = make_cfg(**dapo)
-  cfg.sampling.prompts_per_step = 2
-  cfg.strategy.enabled = True
-  cfg.strategy.num_previews = 2
-  cfg.strategy.train_on_preview = train_on_preview
-  return cfg
+  return make_cfg(**dapo).with_overrides(
+    {
+      "sampling.prompts_per_step": 2,
+      "strategy.enabled": True,
+      "strategy.num_previews": 2,
+      "strategy.train_on_preview": train_on_preview,
+    }
+  )
 
 
 def test_two_stage_truncation_is_the_samplers():
@@ -298,14 +295,14 @@ def test_hadw_difficulty_reads_the_raw_accuracy_not_the_shaped_reward():
   # Problems 0 and 3 score [1, 1] (p̂ = 1) and become [1, 0.5]; 1 and 2: [1, 0] -> [1, −0.5].
   np.testing.assert_array_equal(batch.accuracy_N, [1, 1, 1, 0, 1, 0, 1, 1])
   np.testing.assert_allclose(batch.rewards_N, [1, 0.5, 1, -0.5, 1, -0.5, 1, 0.5])
-  cfg.hadw.anchor, cfg.hadw.fixed_anchor = "fixed", 0.5
+  cfg = cfg.with_overrides({"hadw.anchor": "fixed", "hadw.fixed_anchor": 0.5})
 
   def adv(enabled, accuracy_N=None):
-    cfg.hadw.enabled = enabled
+    e = cfg.with_overrides({"hadw.enabled": enabled})
     rewards = advantages.Rewards(batch.rewards_N, accuracy_N)
-    args = (batch.group_ids_N, batch.subgroup_ids_N, cfg.advantage, cfg.hadw)
+    args = (batch.group_ids_N, batch.subgroup_ids_N, e.advantage, e.hadw)
     out, _, aux = advantages.compute(
-      rewards, *args, advantages.init_anchor(cfg.hadw), jax.random.key(0)
+      rewards, *args, advantages.init_anchor(e.hadw), jax.random.key(0)
     )
     return np.asarray(out), aux
 
