@@ -49,6 +49,7 @@ import math
 import jax
 import numpy as np
 
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.rollout.batch import ARRAYS, RolloutBatch, concat_rows
 from grpo_jax.rollout.multihost import RowExchange
 
@@ -70,7 +71,7 @@ def informative_groups(values_N, group_ids_N) -> np.ndarray:
   return np.array([g for g in ids if np.ptp(values_N[group_ids_N == g]) > 0], np.int64)
 
 
-def filter_field(cfg) -> str:
+def filter_field(cfg: Experiment) -> str:
   """The batch field dynamic sampling filters on: ``FILTER_METRICS[dapo.filter_metric]``."""
   return FILTER_METRICS[cfg.dapo.filter_metric]
 
@@ -81,7 +82,7 @@ def _dense_ids(keys_N) -> np.ndarray:
   return np.array([table.setdefault(k, len(table)) for k in keys_N], np.int32)
 
 
-def _shape_round(batch: RolloutBatch, cfg) -> RolloutBatch:
+def _shape_round(batch: RolloutBatch, cfg: Experiment) -> RolloutBatch:
   """Adds the overlong penalty to the rewards and the per-row loss mask (steps 1 and 3); keeps
   the raw accuracy as ``accuracy_N``."""
   dapo = cfg.dapo
@@ -120,7 +121,7 @@ def _select(batches: list[RolloutBatch], picks: list[tuple[int, int]], num_rows:
   )
 
 
-def prompts_per_round(cfg, row_multiple: int = 1) -> int:
+def prompts_per_round(cfg: Experiment, row_multiple: int = 1) -> int:
   """ceil(oversample·B), rounded up until its G rows divide over ``row_multiple`` devices."""
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
   factor = cfg.dapo.oversample if cfg.dapo.dynamic_sampling else 1.0
@@ -130,7 +131,7 @@ def prompts_per_round(cfg, row_multiple: int = 1) -> int:
   return count
 
 
-def max_prompts_per_step(cfg, row_multiple: int = 1) -> int:
+def max_prompts_per_step(cfg: Experiment, row_multiple: int = 1) -> int:
   """The most prompts one step of :func:`sample_batch` draws from the stream: every round's
   :func:`prompts_per_round`, over ``dapo.max_sampling_rounds`` rounds with dynamic sampling
   (one round without). Budgets that read the stream ahead (the presample) use it."""
@@ -173,7 +174,7 @@ VIEW_KEYS = ("rewards_N", "accuracy_N", "group_ids_N", "truncated_N", "loss_mask
 
 
 def sample_batch(
-  rollout_fn, problems_fn, cursor: int, rng, cfg, row_multiple: int = 1, exchange=None
+  rollout_fn, problems_fn, cursor: int, rng, cfg: Experiment, row_multiple: int = 1, exchange=None
 ) -> tuple[RolloutBatch, int]:
   """One step's training batch (B·G rows) with DAPO's shaping; see the module docstring.
 

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.sampling.engine import build_engine, generate_with, push_metrics
 from grpo_jax.sampling.policy import Policy, SampleSettings
@@ -20,7 +21,7 @@ class OneStageRollout:
 
   name = "one_stage"
 
-  def __init__(self, cfg, task):
+  def __init__(self, cfg: Experiment, task):
     self.cfg, self.task = cfg, task
     self.majority_vote = task.votes  # the task extracts comparable final answers
     self.prompt_len = task.prompt_len

@@ -21,6 +21,7 @@ import jax
 import numpy as np
 from etils import epath
 
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.rollout import dynamic_sampling
 from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.rundir import names, write
@@ -38,7 +39,7 @@ from grpo_jax.strategy.presample import (
 from grpo_jax.strategy.stats import PreviewStats
 
 
-def presample_budget(cfg, row_multiple: int) -> int:
+def presample_budget(cfg: Experiment, row_multiple: int) -> int:
   """Prompts the presample must hold: ``strategy.presample_prompts``, or every prompt the run
   can draw (steps × what one step of ``dynamic_sampling.sample_batch`` reads)."""
   per_step = dynamic_sampling.max_prompts_per_step(cfg, row_multiple)
@@ -51,7 +52,7 @@ class TwoStageRollout:
   name = "two_stage"
   majority_vote = False  # evaluation reports pass@k only: the graded text is not the sample
 
-  def __init__(self, cfg, task):
+  def __init__(self, cfg: Experiment, task):
     self.cfg, self.task = cfg, task
     self.spec = stages.PreviewSpec.from_config(cfg.strategy, task.tokenizer, task.stop_ids)
     self.prompt_len = task.prompt_len + len(self.spec.template_ids)  # P of the update batch

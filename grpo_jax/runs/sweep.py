@@ -44,6 +44,7 @@ from etils import epath
 
 from grpo_jax.config import files as config_file
 from grpo_jax.config import resume
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.rundir import names, paths, read, write
 from grpo_jax.runs import aggregate, recorded
 
@@ -141,7 +142,7 @@ def _tee(path: epath.Path, log):
   return write
 
 
-def _check_same_config(run_dir: epath.Path, cfg, allow_change: bool = False) -> None:
+def _check_same_config(run_dir: epath.Path, cfg: Experiment, allow_change: bool = False) -> None:
   """An unfinished run resumes only under the config it started with: a changed key (other
   than ``grpo_jax.config.resume.RESUMABLE``) is an error naming it, unless ``allow_change``."""
   info_path = run_dir / names.RUN_INFO

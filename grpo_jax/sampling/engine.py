@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.models.hf_io import resolve_checkpoint
 from grpo_jax.sampling.generate import Samples, sample_rows
 from grpo_jax.sampling.policy import Policy
@@ -101,14 +102,14 @@ def eval_chunk(prompts_per_step: int, group_size: int, num_samples: int) -> int:
   return rows // num_samples if rows % num_samples == 0 else prompts_per_step
 
 
-def rows_per_call(cfg) -> int:
+def rows_per_call(cfg: Experiment) -> int:
   """The most rows one engine call of a run holds: a step's B·G, or an evaluation chunk of
   :func:`eval_chunk` problems × ``eval.num_samples``."""
   B, G, n = cfg.sampling.prompts_per_step, cfg.sampling.group_size, cfg.eval.num_samples
   return max(B * G, eval_chunk(B, G, n) * n)
 
 
-def build_engine(cfg) -> RolloutEngine:
+def build_engine(cfg: Experiment) -> RolloutEngine:
   """The engine ``sampling.engine`` names for the experiment ``cfg``; vLLM is imported only
   when asked for, and a process holds one vLLM engine (``VllmEngine.shared``), sized for
   :func:`rows_per_call`, however many rollouts ask for it."""

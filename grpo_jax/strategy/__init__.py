@@ -14,13 +14,17 @@ package (K against G, source, delimiter, preview length) are checked when a conf
 (``grpo_jax.config.checks``).
 """
 
+from __future__ import annotations
 
-def is_two_stage(cfg) -> bool:
+from grpo_jax.config.experiment import Experiment
+
+
+def is_two_stage(cfg: Experiment) -> bool:
   """Strategy sampling with K = ``strategy.num_previews`` > 1 (K = 1 is plain sampling)."""
   return cfg.strategy.enabled and cfg.strategy.num_previews > 1
 
 
-def id_units(cfg) -> dict[str, int]:
+def id_units(cfg: Experiment) -> dict[str, int]:
   """Ids per prompt of each id field of a rollout batch: group ids count prompts (1 each);
   subgroup ids count prompts too on the one-stage path, and preview slots b·K + k (K per
   prompt, ``layout.row_ids``; merged previews share the smallest slot of their prompt) on the

@@ -25,6 +25,7 @@ import dataclasses
 import jax
 from flax import nnx
 
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.config.fields import AUTO, as_int
 from grpo_jax.models import remat as remat_lib
 from grpo_jax.models.build import abstract_graphdef
@@ -33,7 +34,7 @@ from grpo_jax.train import fit
 VOCAB_CHUNK = 16_384  # the README's SmolLM2 example's chunk
 
 
-def micro_candidates(cfg) -> list[int]:
+def micro_candidates(cfg: Experiment) -> list[int]:
   """0 (the whole minibatch), then the minibatch's rows halved while they divide it."""
   rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size // cfg.loss.num_minibatches
   out, micro = [0], rows // 2
@@ -59,7 +60,7 @@ def vocab_candidates(vocab: int) -> list[int]:
   return [0, VOCAB_CHUNK] if vocab > VOCAB_CHUNK else [0]
 
 
-def with_knobs(cfg, micro: int, chunk: int, remat: str | None = None):
+def with_knobs(cfg: Experiment, micro: int, chunk: int, remat: str | None = None):
   """``cfg`` (a ``experiment.Experiment``) with the keys set (frozen: a replaced copy); ``remat``
   None keeps the config's."""
   loss = dataclasses.replace(cfg.loss, micro_batch_size=micro)
@@ -76,7 +77,7 @@ def with_remat(graphdef, params, remat: str):
   return abstract_graphdef(dataclasses.replace(model_cfg, remat=remat))
 
 
-def candidates(cfg, vocab: int) -> list[tuple[int, int, str]]:
+def candidates(cfg: Experiment, vocab: int) -> list[tuple[int, int, str]]:
   """(micro_batch_size, logps_vocab_chunk, remat) in the order tried (module doc)."""
   micro, chunk, remat = cfg.loss.micro_batch_size, cfg.model.logps_vocab_chunk, cfg.model.remat
   micros = micro_candidates(cfg) if micro == AUTO else [micro]
@@ -85,7 +86,7 @@ def candidates(cfg, vocab: int) -> list[tuple[int, int, str]]:
   return [(m, c, r) for m in micros for c in chunks for r in remats]
 
 
-def first_candidate(cfg):
+def first_candidate(cfg: Experiment):
   """``cfg`` with each auto key at its first candidate, 0 (the old defaults): the memory plan
   and ``--mode=compile`` (``grpo_jax.planning``) read this, the program ``auto`` tries first."""
   micro, chunk = as_int(cfg.loss.micro_batch_size), as_int(cfg.model.logps_vocab_chunk)
@@ -107,7 +108,7 @@ class UpdateShapes:
   lower_mesh: object = None
 
 
-def fit_update(cfg, u: UpdateShapes, vocab: int, log=print, host_bytes: float = 0.0):
+def fit_update(cfg: Experiment, u: UpdateShapes, vocab: int, log=print, host_bytes: float = 0.0):
   """(``cfg`` with both keys resolved to ints, the compiled update that fits: ``fit.Fitted``).
   ``host_bytes``: host memory an external rollout engine holds, out of a CPU budget
   (``fit.host_share``). Raises ``fit.DoesNotFit`` when no candidate fits."""

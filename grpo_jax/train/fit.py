@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.rollout.batch import RolloutBatch
 from grpo_jax.train.packing import Packer
 
@@ -94,13 +95,13 @@ def abstract(shapes, shardings):
   )
 
 
-def response_slots(cfg) -> int:
+def response_slots(cfg: Experiment) -> int:
   """T, the update batch's response slots: the new tokens, after the previews (two-stage)."""
   previews = cfg.strategy.enabled and cfg.strategy.num_previews > 1
   return cfg.sampling.max_new_tokens + (cfg.strategy.max_preview_tokens if previews else 0)
 
 
-def widest_batch(cfg, mesh, prompt: int, response: int):
+def widest_batch(cfg: Experiment, mesh, prompt: int, response: int):
   """The update's batch at its widest: N rows of ``prompt`` + ``response`` real tokens, so
   packing (loss.pack) needs its most rows; abstract, rows over the batch axes."""
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size

@@ -25,6 +25,7 @@ import jax
 import numpy as np
 from etils import epath
 
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.data import pass_rates
 from grpo_jax.eval.runner import EvalLoop
 from grpo_jax.rollout.one_stage import OneStageRollout
@@ -42,7 +43,7 @@ def profile_path(workdir, step: int = 0) -> epath.Path:
   return paths.profile(workdir, step)
 
 
-def pool(cfg, task) -> list[dict]:
+def pool(cfg: Experiment, task) -> list[dict]:
   """The problems a profile covers: the first ``profile.num_problems`` of the training pool."""
   rows = getattr(task, "train_pool", None)
   if rows is None:
@@ -56,7 +57,7 @@ def pool(cfg, task) -> list[dict]:
 class Profiler:
   """Samples and grades the pool in chunks; see the module docstring."""
 
-  def __init__(self, cfg, task, mesh, graphdef):
+  def __init__(self, cfg: Experiment, task, mesh, graphdef):
     self.cfg, self.task, self.mesh, self.graphdef = cfg, task, mesh, graphdef
     n = cfg.profile.num_samples
     rows = cfg.sampling.prompts_per_step * cfg.sampling.group_size
@@ -89,7 +90,7 @@ class Profiler:
     return [done[str(p["id"])] for p in problems]
 
 
-def band_source(cfg, workdir, step: int) -> epath.Path:
+def band_source(cfg: Experiment, workdir, step: int) -> epath.Path:
   """The profile the band reads at ``step``: the newest re-profile at or before it, else
   ``data.pass_rate_file`` (default: the workdir's ``profile/pass_rates.jsonl``)."""
   k = cfg.data.reprofile_every
@@ -100,7 +101,7 @@ def band_source(cfg, workdir, step: int) -> epath.Path:
   return epath.Path(cfg.data.pass_rate_file) if cfg.data.pass_rate_file else profile_path(workdir)
 
 
-def apply_band(cfg, task, source: epath.Path, log=print) -> dict:
+def apply_band(cfg: Experiment, task, source: epath.Path, log=print) -> dict:
   """Restricts ``task``'s training stream to the band of the profile at ``source``; returns
   ``{"source", "band", "counts"}`` (kept / dropped per level), which is also logged."""
   if not source.exists():

@@ -11,6 +11,7 @@ import uuid
 
 from etils import epath
 
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.rundir import names, paths, write
 from grpo_jax.train.metrics import eval_scalars
 
@@ -32,7 +33,7 @@ def _run_id(workdir: epath.Path) -> str:
 class WandbTracker:
   """One W&B run per run directory. ``module``: the ``wandb`` module (a stand-in in tests)."""
 
-  def __init__(self, cfg, workdir: paths.PathLike, module=None):
+  def __init__(self, cfg: Experiment, workdir: paths.PathLike, module=None):
     if module is None:
       import wandb as module  # noqa: PLC0415 (optional: the 'wandb' extra)
     self._wandb = module

@@ -22,6 +22,7 @@ import optax
 
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
+from grpo_jax.config.experiment import Experiment
 from grpo_jax.eval.runner import EvalLoop
 from grpo_jax.rollout.one_stage import OneStageRollout
 from grpo_jax.sampling.policy import Policy, SampleSettings
@@ -78,7 +79,7 @@ def format_mask(tokens_BxL, loss_mask_BxL, digit_V, newline_V) -> np.ndarray:
   return (supervised_BxL & after_BxL & ~digit_V[tokens_BxL]).astype(loss_mask_BxL.dtype)
 
 
-def warm_start(graphdef, params, task, cfg, mesh, log=print) -> tuple[dict, list[dict]]:
+def warm_start(graphdef, params, task, cfg: Experiment, mesh, log=print) -> tuple[dict, list[dict]]:
   """Returns the warm-started params and the validation history ``[{step, loss, pass@1}]``."""
   ws = cfg.warmstart
   optimizer = make_optimizer(cfg.optimizer, learning_rate=ws.learning_rate)
