@@ -142,9 +142,6 @@ class ModelConfig:
     ``model_cfg.vocab_size == 0`` means "take it from the tokenizer": the ``vocab_size``
     argument is used then.
     """
-    family = model_cfg.family
-    if family not in FAMILIES:
-      raise ValueError(f"model.family must be one of {sorted(FAMILIES)}, got '{family}'")
     vocab = model_cfg.vocab_size
     if vocab == 0:
       if vocab_size is None:
@@ -163,7 +160,7 @@ class ModelConfig:
       tie_embeddings=model_cfg.tie_embeddings,
       dtype=model_cfg.dtype,
       param_dtype=model_cfg.param_dtype,
-      family=family,
+      family=model_cfg.family,
       remat=remat_lib.built(model_cfg.remat),
       scan_layers=model_cfg.scan_layers,
     )

@@ -56,6 +56,7 @@ def test_build_gives_frozen_typed_groups():
     ("advantage.offset_shuffle_scope=job", "advantage.offset_shuffle_scope.*'batch', 'prompt'"),
     ("data.task=gsm8k", "data.task.*'countdown', 'dataset', 'math'"),
     ("model.preset=huge", "model.preset = 'huge' is not one of"),
+    ("model.family=gpt2", "model.family.*'llama', 'olmo3', 'qwen3'"),
     ("hadw.anchor=kalmann", "hadw.anchor.*'fixed', 'kalman', 'window'"),
     ("hadw.sigma_of=belief", "hadw.sigma_of.*'beliefs'"),
     ("loss.kind=ppo", "loss.kind.*'cispo', 'dapo', 'gmpo', 'grpo', 'gspo', 'sapo'"),

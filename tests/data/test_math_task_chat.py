@@ -97,8 +97,7 @@ def test_warm_start_rows_are_chat_turns(tokenizer):
 
 
 def test_previews_end_at_a_stop_string_inside_a_larger_token(tokenizer):
-  cfg = config_lib.base_config().strategy
-  cfg.delimiter, cfg.max_preview_tokens = "\n", 8
+  cfg = config_lib.defaults({"strategy.delimiter": "\n", "strategy.max_preview_tokens": 8}).strategy
   spec = two_stage.PreviewSpec.from_config(cfg, tokenizer, (2,))
   for text in ("\n", "\n\n", " \n"):  # "\n\n" and " \n" are single BPE tokens
     (merged,) = tokenizer.encode(text, add_special_tokens=False)
@@ -139,8 +138,8 @@ def test_presampled_previews_look_up_math_rows_by_stream_position(tokenizer):
   from grpo_jax.strategy.presample import PresampledPreviews
 
   task = _task(tokenizer, None)
-  cfg = config_lib.base_config().strategy
-  cfg.delimiter, cfg.num_previews, cfg.max_preview_tokens = "\n", 2, 4
+  keys = {"strategy.delimiter": "\n", "strategy.num_previews": 2, "strategy.max_preview_tokens": 4}
+  cfg = config_lib.defaults(keys).strategy
   spec = two_stage.PreviewSpec.from_config(cfg, tokenizer, (2,))
   problems = task.train_problems(3, 2)
   assert [p["index"] for p in problems] == [3, 4]

@@ -151,16 +151,15 @@ def test_bfloat16_params_and_compute():
 
 
 def test_from_config_reads_model_group():
-  cfg = config_lib.base_config()
+  cfg = config_lib.defaults()
   mc = models.ModelConfig.from_config(cfg.model, vocab_size=40)
   assert mc.vocab_size == 40 and mc.hidden_dim == cfg.model.hidden_dim
   assert mc.num_kv_heads == cfg.model.num_kv_heads and mc.tie_embeddings
   assert dataclasses.replace(models.PRESETS["tiny"], vocab_size=40) == mc
   with pytest.raises(ValueError):
     models.ModelConfig.from_config(cfg.model)  # vocab 0 and none given
-  cfg.model.family = "gpt2"
-  with pytest.raises(ValueError, match="family"):
-    models.ModelConfig.from_config(cfg.model, vocab_size=40)
+  with pytest.raises(ValueError, match="model.family = 'gpt2' is not one of"):
+    config_lib.defaults({"model.family": "gpt2"})  # at load; from_config trusts the group
   with pytest.raises(ValueError, match="multiple"):
     dataclasses.replace(CFG, num_kv_heads=3)
 

@@ -28,11 +28,10 @@ def _exact(a, b):
 
 
 def test_scan_layers_key_reaches_the_model_config():
-  cfg = config_lib.base_config()
-  assert cfg.model.scan_layers is False
-  cfg.model.scan_layers = True
+  assert config_lib.defaults().model.scan_layers is False
+  cfg = config_lib.defaults({"model.scan_layers": True})
   assert models.ModelConfig.from_config(cfg.model, vocab_size=20).scan_layers
-  cfg.model.preset = "tiny"
+  cfg = cfg.with_overrides({"model.preset": "tiny"})
   graphdef, params = models.build_policy(cfg, vocab_size=20)
   assert is_stacked(params)
   assert params["layers"]["mlp"]["down_proj"]["kernel"].shape[0] == 4
@@ -70,9 +69,8 @@ def test_build_policy_stacks_a_checkpoint(tmp_path):
   flat_cfg = dataclasses.replace(CFG, scan_layers=False)
   graphdef, params = models.init_params(flat_cfg, 4)
   out = models.save_hf(models.HFModel(graphdef, params, flat_cfg), tmp_path / "hf")
-  cfg = config_lib.base_config()
-  cfg.model.hf_path, cfg.model.scan_layers, cfg.model.remat = str(out), True, "full"
-  g1, p1 = models.build_policy(cfg)
+  keys = {"model.hf_path": str(out), "model.scan_layers": True, "model.remat": "full"}
+  g1, p1 = models.build_policy(config_lib.defaults(keys))
   _exact(stack_layers(params), p1)
   tokens = jnp.arange(12, dtype=jnp.int32).reshape(2, 6) % 64
   mask = jnp.ones_like(tokens)
