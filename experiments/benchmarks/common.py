@@ -166,7 +166,7 @@ def mesh():
   """The library's default mesh (every device on the data axis) over ``jax.devices()``."""
   from grpo_jax import config, sharding
 
-  return sharding.make_mesh(config.base_config().mesh)
+  return sharding.make_mesh(config.defaults().mesh)
 
 
 def make_tokenizer(vocab: int):

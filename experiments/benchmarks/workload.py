@@ -82,7 +82,7 @@ def bench_config(B: int, G: int, T: int, micro: int = 0, kl_coef: float = 0.0):
   cfg.loss.share_prompt = True
   cfg.optimizer.warmup_steps = 0
   cfg.optimizer.learning_rate = 1e-6
-  return cfg
+  return config_lib.finalize(cfg)
 
 
 def rows_per_prompt(cfg, N: int) -> int:
