@@ -147,8 +147,6 @@ def build(cfg: ConfigDict, cross: bool = True) -> Experiment:
   """The typed groups of a whole experiment config; raises ValueError naming the first bad key.
 
   ``cross=False`` skips the cross-group rules (``checks.check_experiment``)."""
-  if isinstance(cfg, Experiment):
-    return cfg
   hints = typing.get_type_hints(Experiment)
   fields = {f.name: f for f in dataclasses.fields(Experiment)}
   top = {}

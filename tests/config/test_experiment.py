@@ -38,7 +38,7 @@ def test_choices_are_the_registries():
 
 
 def test_build_gives_frozen_typed_groups():
-  e = experiment.build(config_file.load(TINY))
+  e = config_file.load(TINY)
   assert isinstance(e.loss, experiment.Loss) and e.loss.kind == "grpo"
   assert isinstance(e.advantage.offset_coef, float) and e.eval.ks == (1, 4)
   assert "hadw" in e and e["hadw"] is e.hadw and e.checkpoint.every == 1

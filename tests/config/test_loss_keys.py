@@ -3,7 +3,6 @@ naming the key and what it needs; their good values load."""
 
 import pytest
 
-from grpo_jax.config import experiment
 from grpo_jax.config import files as config_file
 from tests.config.test_config import ROOT
 
@@ -55,7 +54,7 @@ def test_bad_values_fail_at_load(overrides, needle):
   ],
 )
 def test_good_values_load(overrides):
-  e = experiment.build(config_file.load(TINY, list(overrides)))
+  e = config_file.load(TINY, list(overrides))
   for override in overrides:
     key, value = override.removeprefix("loss.").split("=")
     assert e.loss[key] == type(e.loss[key])(value), key

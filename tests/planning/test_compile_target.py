@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from grpo_jax.config import experiment, files
+from grpo_jax.config import files
 from grpo_jax.planning import compiled, compiled_table, programs, topology
 from grpo_jax.runs import launcher
 
@@ -98,7 +98,7 @@ def test_compile_for_this_host(tmp_path, capsys):
   assert names[:3] == ["reshard", "sample", "update"] and names[-1] == "decode_step"
   update = next(p for p in data["programs"] if p["name"] == "update")
   # XLA:CPU pads nothing: the update's arguments are the state's and the batch's bytes.
-  cfg = experiment.build(files.load(TINY, []))
+  cfg = files.load(TINY, [])
   mesh = jax.sharding.Mesh(np.asarray(jax.devices()).reshape(8, 1, 1), ("data", "fsdp", "tensor"))
   s = programs.shapes(cfg, mesh)
   state, batch = programs.update_program(s).args

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import sharding as shard_lib
-from grpo_jax.config import experiment, files
+from grpo_jax.config import files
 from grpo_jax.planning import compiled, hlo, programs, topology
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,7 +33,7 @@ def _libtpu():
 
 
 def _setup(topo: str, overrides=()):
-  cfg = experiment.build(files.load(TINY, list(overrides)))
+  cfg = files.load(TINY, list(overrides))
   mesh = shard_lib.make_mesh(cfg.mesh, topology.tpu_devices(topo))
   s = programs.shapes(cfg, mesh)
   return s, compiled.param_shapes(s.params, mesh)

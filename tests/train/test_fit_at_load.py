@@ -13,7 +13,6 @@ import jax
 import numpy as np
 import pytest
 
-from grpo_jax.config import experiment
 from grpo_jax.config import files as config_file
 from grpo_jax.train import autofit, fit, modes
 from grpo_jax.train import run as run_lib
@@ -91,15 +90,11 @@ def test_auto_runs_out_of_candidates(load_cfg, monkeypatch):
 
 def test_micro_batch_candidates(load_cfg):
   cfg = _tiny(load_cfg)  # B·G = 32 rows
-  assert autofit.micro_candidates(_view(cfg)) == [0, 16, 8, 4, 2, 1]
+  assert autofit.micro_candidates(cfg) == [0, 16, 8, 4, 2, 1]
   cfg = _tiny(load_cfg, "sampling.group_size=3", "loss.num_minibatches=2")  # 12 rows a minibatch
-  assert autofit.micro_candidates(_view(cfg)) == [0, 6, 3]
+  assert autofit.micro_candidates(cfg) == [0, 6, 3]
   assert autofit.vocab_candidates(151_936) == [0, autofit.VOCAB_CHUNK]
   assert autofit.vocab_candidates(1_000) == [0]
-
-
-def _view(cfg):
-  return experiment.build(cfg)
 
 
 @pytest.mark.parametrize(
@@ -108,7 +103,7 @@ def _view(cfg):
 )
 def test_auto_by_default_resolves_to_the_old_values(config, old):
   cfg = config_file.load(str(ROOT / "configs" / config))
-  m = experiment.build(cfg).model
+  m = cfg.model
   assert (m.logps_vocab_chunk, m.remat) == ("auto", "auto")  # the defaults
   e, _ = _fit(cfg)
   assert (e.loss.micro_batch_size, e.model.logps_vocab_chunk, e.model.remat) == old
