@@ -2,9 +2,10 @@
 page and the launcher and analysis scripts at the top of experiments/ (their logic lives in the
 library) stay short, the scripts under experiments/ import the installed package (no ``sys.path``
 edits, nothing from tests/), the library never imports torch (but for the vLLM engine), and
-every page the code and docs cite is in the repository. Each checker is shown to flag a planted
-violation."""
+every page the code and docs cite is in the repository, and the tests tree mirrors the package.
+Each checker is shown to flag a planted violation."""
 
+import collections
 import os
 import pathlib
 import re
@@ -81,6 +82,39 @@ def test_front_page_performance_page_and_scripts_are_short():
 
 def test_every_cited_page_is_in_the_repository():
   assert broken_citations(ROOT) == []
+
+
+# The tests tree mirrors the package: one folder per grpo_jax package, plus end-to-end runs, the
+# shared helpers and these rules; the root holds the conftest and the suite's plugin. pytest
+# imports a test file by its basename, so two files of one name collide.
+TEST_FOLDERS = {"e2e", "support", "repo"}
+TESTS_ROOT = {"conftest.py", "plugin.py"}
+
+
+def tree_problems(tests: pathlib.Path, packages: set[str]) -> list[str]:
+  out = [
+    f"tests/{p.name}: at the root" for p in sorted(tests.glob("*.py")) if p.name not in TESTS_ROOT
+  ]
+  folders = sorted(p.name for p in tests.iterdir() if p.is_dir() and p.name[0] not in "._")
+  out += [f"tests/{f}/: no such package" for f in folders if f not in packages | TEST_FOLDERS]
+  names = collections.Counter(p.name for p in tests.rglob("test_*.py"))
+  return out + [f"{name}: {n} files" for name, n in sorted(names.items()) if n > 1]
+
+
+def test_the_tests_tree_mirrors_the_package():
+  packages = {p.parent.name for p in (ROOT / "grpo_jax").glob("*/__init__.py")}
+  assert tree_problems(ROOT / "tests", packages) == []
+
+
+def test_the_tests_tree_checker_flags_strays(tmp_path):
+  for path in ("conftest.py", "helper.py", "train/test_a.py", "e2e/test_a.py", "misc/test_b.py"):
+    (tmp_path / path).parent.mkdir(exist_ok=True)
+    (tmp_path / path).write_text("")
+  assert tree_problems(tmp_path, {"train"}) == [
+    "tests/helper.py: at the root",
+    "tests/misc/: no such package",
+    "test_a.py: 2 files",
+  ]
 
 
 def test_scripts_import_the_installed_package():
