@@ -244,7 +244,7 @@ class Sampling(Group):
 
 @group("rollout")
 class Rollout(Group):
-  """How rollouts and updates interleave (``grpo_jax.rollout.overlap``)."""
+  """How rollouts and updates interleave (``grpo_jax.train.overlap``)."""
 
   off_policy_steps: int = spec(
     0,

@@ -9,7 +9,6 @@
   dynamic_sampling.py  DAPO's dynamic sampling and overlong shaping around any rollout
   multihost.py         a multi-host job: each process's share of the prompts (job-wide ids)
                        and the exchange of a round's rows
-  overlap.py           the next step's batch drawn while the update runs
 
 The package sits below ``train`` (which runs it) and above ``strategy`` and ``sampling``
 (which it uses).

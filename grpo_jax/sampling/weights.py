@@ -18,7 +18,7 @@ def sampler_copy(dtype, shardings, fresh: bool = False):
   """``copy(params) -> params`` in ``shardings``, matrices in ``dtype`` where that narrows them
   (``models.compute_params``); jitted once (call it for every update's parameters). A leaf that
   needs neither cast nor move may come back as the same buffer; ``fresh``: never (a copy the
-  update may not donate away, ``rollout.overlap``)."""
+  update may not donate away, ``train.overlap``)."""
   if fresh:
     fn = lambda params: jax.tree.map(jnp.copy, compute_params(params, dtype))
   else:

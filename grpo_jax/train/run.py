@@ -79,7 +79,7 @@ class Run:
   state: TrainState | None = None
   policy: Policy | None = None
   update: LengthAwareUpdate | None = None
-  rollouts: object = None  # grpo_jax.rollout.overlap.Prefetcher
+  rollouts: object = None  # grpo_jax.train.overlap.Prefetcher
   watch: object = None  # grpo_jax.train.preemption.PreemptionWatch
 
   def write_json(self, name: str, obj) -> None:
@@ -237,16 +237,15 @@ def policy_params(run: Run, step: int | None = None) -> tuple:
 def open_run(
   e: Experiment, workdir, mode: str = "train", allow_config_change: bool = False, log=print
 ) -> Iterator[Run]:
-  """The run of ``e`` in ``workdir`` for ``mode`` (``grpo_jax.train.modes.MODES``). The writing
+  """The run of ``e`` in ``workdir`` for ``mode`` (``grpo_jax.runs.modes.MODES``). The writing
   modes (:data:`WRITES`) check the resume guard, write config.json, open the metrics writer
   (and W&B) and restore or initialise the state; ``train`` also compiles the update first, so a
   run that does not fit stops before any rollout or checkpoint, with its auto keys resolved.
   Everything opened is closed on every exit path. ``log`` prints on process 0 only."""
   workdir, log = epath.Path(workdir), console.primary_log(log)
   guard = check_guard(e, workdir, allow_config_change, log) if mode in WRITES else {}
-  if guard:
-    if distributed.is_primary():
-      write.json_file(workdir / names.CONFIG, guard["record"])
+  if guard and distributed.is_primary():
+    write.json_file(workdir / names.CONFIG, guard["record"])
   t_start = time.time()
   s = setup(e, log=log, loaded=guard.get("loaded"))
   fitted = {}

@@ -3,7 +3,7 @@ update → metrics (written with the step's samples).
 
 The rollout is drawn by :func:`draw_batch` (the sampler's copy of the parameters over this
 process's share of prompts, shaped by DAPO: METHODS §4) through the run's ``Prefetcher``
-(``grpo_jax.rollout.overlap``), which with ``rollout.off_policy_steps = 1`` hands out the batch
+(``grpo_jax.train.overlap``), which with ``rollout.off_policy_steps = 1`` hands out the batch
 drawn during the previous update and starts the next one before this update runs.
 """
 
@@ -19,11 +19,11 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax import strategy
 from grpo_jax.rollout import dynamic_sampling, multihost
 from grpo_jax.rollout.batch import RolloutBatch
-from grpo_jax.rollout.overlap import Prefetcher
 from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.train import step_metrics
 from grpo_jax.train.length_buckets import Prepared
 from grpo_jax.train.metrics import check_finite, to_host
+from grpo_jax.train.overlap import Prefetcher
 from grpo_jax.train.run import Run
 from grpo_jax.train.samples import step_samples
 from grpo_jax.train.state import TrainState, step_keys

@@ -11,11 +11,11 @@ import pytest
 
 from grpo_jax.config import files as config_file
 from grpo_jax.rewards.functions import RewardError
-from grpo_jax.rollout.overlap import Prefetcher, prefetch_path
 from grpo_jax.rundir import read
 from grpo_jax.runs import launcher
 from grpo_jax.train import modes
 from grpo_jax.train import step as step_lib
+from grpo_jax.train.overlap import Prefetcher, prefetch_path
 from grpo_jax.train.preemption import EXIT_CODE
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

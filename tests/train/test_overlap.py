@@ -10,9 +10,9 @@ import pytest
 
 from grpo_jax.config import files as config_file
 from grpo_jax.rewards.functions import RewardError
-from grpo_jax.rollout.overlap import Prefetcher, prefetch_path
 from grpo_jax.rundir import read
 from grpo_jax.train import modes
+from grpo_jax.train.overlap import Prefetcher, prefetch_path
 from tests.support import metrics_doc
 from tests.support.length_aware import tiny_loop
 
