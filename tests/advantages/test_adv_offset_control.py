@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from grpo_jax import advantages as adv_lib
-from grpo_jax.config import base_config, experiment
+from grpo_jax.config import base_config, defaults, experiment
 from grpo_jax.config import files as config_file
 
 # Two prompts: subgroups of 3/1/2 rows (means 2/3, 0, 1/2) and 2/2 (1/2, 0); one padded row.
@@ -78,7 +78,7 @@ def test_the_registry_dispatches_by_name_and_names_the_valid_ones():
 
 
 def test_jit_compiles_one_graph_per_control():
-  anchor, key = adv_lib.init_anchor(base_config().hadw), jax.random.key(1)
+  anchor, key = adv_lib.init_anchor(defaults().hadw), jax.random.key(1)
   args = (jnp.asarray(R), jnp.asarray(GID), jnp.asarray(SID))
   for control in adv_lib.OFFSET_CONTROLS:
     cfg = _cfg(control)

@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from grpo_jax import data, models, sampling
-from grpo_jax.config import base_config
+from grpo_jax.config import defaults
 from grpo_jax.planning import memory as memory_plan
 from grpo_jax.train.optimizer import make_optimizer
 
@@ -36,7 +36,7 @@ def test_memory_estimate_matches_actual_bytes():
   mesh = Mesh(np.asarray(jax.devices()).reshape(8, 1, 1), ("data", "fsdp", "tensor"))
   _, params = models.init_params(cfg, 0)
   params = jax.device_put(params, NamedSharding(mesh, P()))
-  opt_state = make_optimizer(base_config().optimizer).init(params)
+  opt_state = make_optimizer(defaults().optimizer).init(params)
   reference = jax.tree.map(jnp.copy, params)
   N, P_, T = 16, 5, 7
   prompt = jax.device_put(jnp.ones((N, P_), jnp.int32), NamedSharding(mesh, P(("data", "fsdp"))))
