@@ -20,10 +20,10 @@ SCRIPT_RULES = {
   "an import from tests/": re.compile(r"^\s*(import|from) (real_model|fake_study|tests)\b", re.M),
 }
 TORCH = re.compile(r"^\s*(import torch|from torch\b)", re.M)
-# A page the code or docs cite by path (docs/x.md, configs/x.py, examples/...), and a citation
-# of material that lives outside the repository.
+# A page the code or docs cite by path (docs/x.md, configs/x.py, tests/..., examples/...), and
+# a citation of material that lives outside the repository.
 CITED = re.compile(
-  r"\b((?:docs|configs|examples|notebooks|experiments)/[\w./-]*\w\.(?:md|py|ipynb|jsonl))"
+  r"\b((?:docs|configs|examples|notebooks|experiments|tests)/[\w./-]*\w\.(?:md|py|ipynb|jsonl))"
 )
 OUTSIDE = re.compile(r"\.\./shared|\bshared/(?:research|seeds|design)|\bseed `?00\d|\bSTYLE\.md")
 CITING = ("grpo_jax", "tests", "experiments", "configs", "docs", "examples", "README.md")
