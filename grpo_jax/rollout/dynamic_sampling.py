@@ -50,6 +50,7 @@ import jax
 import numpy as np
 
 from grpo_jax.config.experiment import Experiment
+from grpo_jax.config.groups_method import Dapo
 from grpo_jax.rollout.batch import ARRAYS, RolloutBatch, concat_rows
 from grpo_jax.rollout.multihost import RowExchange
 
@@ -71,9 +72,9 @@ def informative_groups(values_N, group_ids_N) -> np.ndarray:
   return np.array([g for g in ids if np.ptp(values_N[group_ids_N == g]) > 0], np.int64)
 
 
-def filter_field(cfg: Experiment) -> str:
+def filter_field(dapo: Dapo) -> str:
   """The batch field dynamic sampling filters on: ``FILTER_METRICS[dapo.filter_metric]``."""
-  return FILTER_METRICS[cfg.dapo.filter_metric]
+  return FILTER_METRICS[dapo.filter_metric]
 
 
 def _dense_ids(keys_N) -> np.ndarray:
@@ -204,7 +205,7 @@ def sample_batch(
   dapo = cfg.dapo
   B, G = cfg.sampling.prompts_per_step, cfg.sampling.group_size
   count = prompts_per_round(cfg, row_multiple)
-  field = filter_field(cfg)
+  field = filter_field(dapo)
   rounds = dapo.max_sampling_rounds if dapo.dynamic_sampling else 1
 
   # Dynamic sampling selects from the job's rows of every round; without it the batch is this
