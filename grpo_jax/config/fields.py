@@ -195,7 +195,7 @@ def check_field(key: str, value, meta) -> None:
 
 
 def build_group(cls, group: str, values):
-  """``cls`` (a frozen view dataclass) from a mapping ``values`` (a ConfigDict group), every
+  """``cls`` (a frozen group dataclass) from a mapping ``values`` (a ConfigDict group), every
   field typed and checked; the group's own cross-field rules run in ``cls.check``."""
   hints = typing.get_type_hints(cls)
   names = [f.name for f in dataclasses.fields(cls)]
@@ -207,9 +207,9 @@ def build_group(cls, group: str, values):
     key = f"{group}.{f.name}"
     kwargs[f.name] = coerce(key, values[f.name], hints[f.name])
     check_field(key, kwargs[f.name], f.metadata)
-  view = cls(**kwargs)
-  view.check()
-  return view
+  built = cls(**kwargs)
+  built.check()
+  return built
 
 
 class ConfigError(ValueError):

@@ -41,7 +41,7 @@ class Terms(NamedTuple):
 
 
 def _check(cfg_loss, ref_logps_NxT, entropy_NxT, control_NxT) -> None:
-  # The values themselves are checked by the ``loss`` view; these rules need the inputs.
+  # The values themselves are checked at load (the ``loss`` group); these rules need the inputs.
   if ref_logps_NxT is None and cfg_loss.kl_coef != 0.0:
     raise ValueError(
       f"loss.kl_coef = {cfg_loss.kl_coef} needs ref_logps_NxT (the reference model's "
