@@ -88,7 +88,9 @@ def bench_config(B: int, G: int, T: int, micro: int = 0, kl_coef: float = 0.0):
 def rows_per_prompt(cfg, N: int) -> int:
   """Rows per prompt pass of the update of N rows under ``cfg`` (1 = every row its own)."""
   k = num_parts(N, int(cfg.loss.micro_batch_size), "micro_batch_size")
-  return prompt_share(cfg, N, k, row_blocks(N, k, jax.device_count()))
+  return prompt_share(
+    cfg.loss.share_prompt, cfg.sampling.group_size, N, k, row_blocks(N, k, jax.device_count())
+  )
 
 
 def update_flops(name: str, N: int, P: int, T: int, share: int = 1) -> float:

@@ -176,12 +176,11 @@ class Rows:
   control_NxT: jax.Array | None = None  # loss.entropy_control's tokens
 
 
-def prompt_share(spec: UpdateSpec, num_rows: int, parts: int, blocks: int) -> int:
+def prompt_share(share: bool, group_size: int, num_rows: int, parts: int, blocks: int) -> int:
   """Rows per shared prompt pass when ``num_rows`` rows are split into ``parts`` parts over
-  ``blocks`` device blocks: ``shared_prompt.group_run`` with loss.share_prompt, else 1."""
-  if not spec.loss.share_prompt:
-    return 1
-  return group_run(spec.group_size, num_rows, parts, blocks)
+  ``blocks`` device blocks: ``shared_prompt.group_run`` with ``share`` (loss.share_prompt), else
+  1 (every row its own prompt pass)."""
+  return group_run(group_size, num_rows, parts, blocks) if share else 1
 
 
 def completion_logps(spec: UpdateSpec, params, rows: Rows, share: int, with_entropy=False):
@@ -208,7 +207,7 @@ def frozen_logps(spec: UpdateSpec, params, rows: Rows):
   n = rows.mask_NxT.shape[0]
   k = num_parts(n, spec.micro_rows, "loss.micro_batch_size")
   blocks = row_blocks(n, k, spec.devices)
-  share = prompt_share(spec, n, k, blocks)
+  share = prompt_share(spec.loss.share_prompt, spec.group_size, n, k, blocks)
   fn = lambda r: completion_logps(spec, params, r, share)
   return jax.lax.stop_gradient(map_rows(fn, rows, k, blocks))
 
@@ -242,7 +241,7 @@ def optimizer_step(spec: UpdateSpec, params, opt_state, rows: Rows, control_key)
   n = rows.mask_NxT.shape[0]
   k = num_parts(n, spec.micro_rows, "loss.micro_batch_size")
   blocks = row_blocks(n, k, spec.devices)
-  share = prompt_share(spec, n, k, blocks)
+  share = prompt_share(spec.loss.share_prompt, spec.group_size, n, k, blocks)
   if loss_lib.entropy_control.applies(spec.loss):  # one pass without gradient, at θ
     now_NxT = frozen_logps(spec, params, rows)
     old_NxT = now_NxT if rows.old_logps_NxT is None else rows.old_logps_NxT  # μ = 1: π_θ

@@ -93,8 +93,8 @@ def np_reference(
   div = max(tok, 1)
   out["clip/low_frac"] = low[m].sum() / div
   out["clip/high_frac"] = high[m].sum() / div
-  out["clip/dual_frac"] = dualf[m].sum() / div
-  out["entropy/controlled_frac"] = 0.0  # loss.entropy_control = none
+  if dual:  # logged with a dual clip only; no entropy control here: no controlled_frac
+    out["clip/dual_frac"] = dualf[m].sum() / div
   out["ppo_kl"] = sum(-min(max(logp[i, t] - old[i, t], -20), 20) for i, t in zip(*np.nonzero(m)))
   out["ppo_kl"] /= div
   out["ratio/mean"] = rho[m].sum() / div

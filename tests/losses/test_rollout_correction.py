@@ -169,7 +169,7 @@ def test_mismatch_metrics_by_hand():
   assert float(same["mismatch/kl"]) == 0.0 and float(same["mismatch/is_weight_max"]) == 1.0
   assert "mismatch/masked_frac" not in same  # nothing rejects
   # Padding rows are no rows.
-  padded = losses.mismatch_metrics(LOGP, SAMPLE, MASK, np.array([True, False]), r)
+  padded = losses.mismatch_metrics(LOGP, SAMPLE, MASK, np.array([True, False]), r, veto=True)
   assert float(padded["mismatch/masked_frac"]) == 1.0
   assert float(padded["mismatch/veto_frac"]) == 1.0
 

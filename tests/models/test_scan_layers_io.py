@@ -84,14 +84,14 @@ def test_stacked_params_get_the_layer_axis_in_front_of_their_spec():
   _, params = models.abstract_params(CFG)
   state = {"params": params, "opt_state": jax.eval_shape(optax.adamw(1e-3).init, params)}
   specs = rules.tree_specs(state, rules.TRAIN, mesh)
-  layer = specs.params["layers"]
+  layer = specs["params"]["layers"]
   assert layer["self_attn"]["q_proj"]["kernel"] == P(None, "fsdp", "tensor")
   assert layer["self_attn"]["o_proj"]["kernel"] == P(None, "tensor", "fsdp")
   assert layer["self_attn"]["k_proj"]["kernel"] == P(None, "fsdp", "tensor")
   assert layer["mlp"]["down_proj"]["kernel"] == P(None, "tensor", "fsdp")
   assert layer["input_layernorm"]["weight"] == P()
-  assert specs.params["lm_head"]["kernel"] == P("fsdp", "tensor")
-  assert specs.opt_state[0].mu["layers"]["mlp"]["up_proj"]["kernel"] == P(None, "fsdp", "tensor")
+  assert specs["params"]["lm_head"]["kernel"] == P("fsdp", "tensor")
+  assert specs["opt_state"][0].mu["layers"]["mlp"]["up_proj"]["kernel"] == P(None, "fsdp", "tensor")
   sample = rules.tree_specs(params, rules.SAMPLE, mesh)
   assert sample["layers"]["mlp"]["gate_proj"]["kernel"] == P(None, None, "tensor")
   assert rules.logical_axes("layers.self_attn.q_proj.kernel", 3) == ("layers", "embed", "heads")

@@ -113,15 +113,19 @@ def test_share_must_divide_the_rows_and_needs_a_prompt():
     models.token_logps(graphdef, params, tokens, mask, window=models.Window(0, 2))
 
 
+def share(e, *rows_parts_blocks):
+  return prompt_share(e.loss.share_prompt, e.sampling.group_size, *rows_parts_blocks)
+
+
 def test_prompt_share_keeps_runs_inside_groups(load_cfg):
   cfg = load_cfg(("sampling.group_size=8", "loss.share_prompt=true"))
   # (rows, parts, device blocks) -> gcd(G, rows per part per block)
-  assert prompt_share(cfg, 64, 1, 1) == 8
-  assert prompt_share(cfg, 64, 8, 1) == 8
-  assert prompt_share(cfg, 64, 8, 2) == 4  # a group's 8 rows: 4 in each device's part
-  assert prompt_share(cfg, 48, 4, 2) == 2  # 6 rows per block: runs of 2 stay inside groups
-  assert prompt_share(cfg, 64, 64, 1) == 1
-  assert prompt_share(cfg.with_overrides({"loss.share_prompt": False}), 64, 1, 1) == 1
+  assert share(cfg, 64, 1, 1) == 8
+  assert share(cfg, 64, 8, 1) == 8
+  assert share(cfg, 64, 8, 2) == 4  # a group's 8 rows: 4 in each device's part
+  assert share(cfg, 48, 4, 2) == 2  # 6 rows per block: runs of 2 stay inside groups
+  assert share(cfg, 64, 64, 1) == 1
+  assert share(cfg.with_overrides({"loss.share_prompt": False}), 64, 1, 1) == 1
 
 
 def _prompt_len(cfg, batch):

@@ -24,18 +24,18 @@ def test_train_and_sample_presets_on_an_abstract_mesh():
   state = _shapes(models.PRESETS["qwen3_8b_base"])
   mesh = shard_lib.abstract_mesh((2, 4, 8))
   specs = rules.tree_specs(state, rules.TRAIN, mesh)
-  attn = specs.params["layers"][0]["self_attn"]
+  attn = specs["params"]["layers"][0]["self_attn"]
   assert attn["q_proj"]["kernel"] == P("fsdp", "tensor")
   assert attn["o_proj"]["kernel"] == P("tensor", "fsdp")
   assert attn["q_norm"]["weight"] == P()
-  assert specs.params["embed_tokens"]["embedding"] == P("tensor", "fsdp")
-  assert specs.params["lm_head"]["kernel"] == P("fsdp", "tensor")
-  assert specs.params["layers"][3]["mlp"]["down_proj"]["kernel"] == P("tensor", "fsdp")
+  assert specs["params"]["embed_tokens"]["embedding"] == P("tensor", "fsdp")
+  assert specs["params"]["lm_head"]["kernel"] == P("fsdp", "tensor")
+  assert specs["params"]["layers"][3]["mlp"]["down_proj"]["kernel"] == P("tensor", "fsdp")
   # Adam moments get their parameter's spec; counts and the step stay replicated.
-  adam = specs.opt_state[0]
+  adam = specs["opt_state"][0]
   assert adam.mu["layers"][0]["self_attn"]["q_proj"]["kernel"] == P("fsdp", "tensor")
-  assert adam.count == P() and specs.step == P()
-  sample = rules.tree_specs(state.params, rules.SAMPLE, mesh)
+  assert adam.count == P() and specs["step"] == P()
+  sample = rules.tree_specs(state["params"], rules.SAMPLE, mesh)
   assert sample["layers"][0]["self_attn"]["q_proj"]["kernel"] == P(None, "tensor")
 
 
@@ -73,8 +73,8 @@ def test_state_bytes_per_device_shrink_with_fsdp():
     shapes = {"params": params, "opt_state": optax.adam(1e-3).init(params)}
     shardings = shard_lib.state_shardings(jax.eval_shape(lambda s: s, shapes), mesh)
     state = jax.device_put(shapes, shardings)
-    measured[fsdp] = shard_lib.shard_bytes(state.params) + shard_lib.shard_bytes(
-      [state.opt_state[0].mu, state.opt_state[0].nu]
+    measured[fsdp] = shard_lib.shard_bytes(state["params"]) + shard_lib.shard_bytes(
+      [state["opt_state"][0].mu, state["opt_state"][0].nu]
     )
   print("per-device params+Adam bytes by fsdp:", measured, "unsharded:", full)
   assert measured[1] == full

@@ -134,7 +134,8 @@ def update_run(u: dict, vocab_chunk: int, rate_tflops: float) -> dict:
   assert np.isfinite(float(metrics["loss/total"]))
   del state, compiled
   k = num_parts(N, u["micro"], "micro")
-  share = prompt_share(cfg, N, k, row_blocks(N, k, jax.device_count()))
+  blocks = row_blocks(N, k, jax.device_count())
+  share = prompt_share(cfg.loss.share_prompt, cfg.sampling.group_size, N, k, blocks)
   flops = update_flops(model_cfg, N, P, T, share)
   step_s = min(times[1:] or times)
   return {
