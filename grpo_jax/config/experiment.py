@@ -20,7 +20,7 @@ import typing
 from ml_collections import ConfigDict
 
 from grpo_jax.config.checks import check_experiment
-from grpo_jax.config.fields import Group, build_group, check_field, coerce, spec
+from grpo_jax.config.fields import Group, build_group, check_field, coerce, leaf_fields, spec
 from grpo_jax.config.groups_method import (
   Advantage,
   Dapo,
@@ -69,18 +69,18 @@ GROUPS: dict[str, type[Group]] = {
 
 # The names each enum-valued key accepts, from the groups' declarations.
 CHOICES: dict[str, tuple[str, ...]] = {
-  f"{name}.{f.name}": f.metadata["choices"]
+  key: f.metadata["choices"]
   for name, cls in GROUPS.items()
-  for f in dataclasses.fields(cls)
+  for key, f in leaf_fields(cls, f"{name}.")
   if f.metadata["choices"]
 }
 
 # key -> "module.TABLE", the registry whose names an enum key's choices are (the choices are
 # written on the field so that loading a config imports neither jax nor the model stack).
 REGISTRIES: dict[str, str] = {
-  f"{name}.{f.name}": f.metadata["registry"]
+  key: f.metadata["registry"]
   for name, cls in GROUPS.items()
-  for f in dataclasses.fields(cls)
+  for key, f in leaf_fields(cls, f"{name}.")
   if f.metadata["registry"]
 }
 
@@ -190,7 +190,7 @@ def _resumable() -> tuple[str, ...]:
     if cls.RESUMABLE:
       keys.append(f"{name}.*")
     else:
-      keys += [f"{name}.{f.name}" for f in dataclasses.fields(cls) if f.metadata["resumable"]]
+      keys += [key for key, f in leaf_fields(cls, f"{name}.") if f.metadata["resumable"]]
   return tuple(keys)
 
 

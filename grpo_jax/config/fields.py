@@ -11,7 +11,9 @@ are its keys. Building it (:func:`build_group`) checks
   exactly the names the code accepts; the field names that registry, ``registry=``, and
   ``tests/config/test_experiment.py`` checks they agree) and its range (``ge``/``gt``/``le``/
   ``lt``, finite floats);
-* the group's own cross-field rules (``Group.check``).
+* the group's own cross-field rules (``Group.check``);
+* a nested group (:func:`nested`: ``model.lora``), built and checked the same way under its
+  dotted prefix.
 
 Whether a key may change when a run resumes (``grpo_jax.config.resume``) is declared on it too:
 ``spec(..., resumable=True)``, or ``RESUMABLE = True`` on a group whose every key may.
@@ -95,6 +97,21 @@ def spec(
   return dataclasses.field(default=default, metadata=meta)
 
 
+def nested(cls, *, doc: str = ""):
+  """A field holding the group ``cls`` (its keys one level down: ``model.lora.rank``)."""
+  meta = {**spec(None, doc=doc).metadata, "group": cls}
+  return dataclasses.field(default=cls(), metadata=meta)
+
+
+def leaf_fields(cls, prefix: str = ""):
+  """(dotted key, field) of every key of group ``cls``, a nested group's keys in its place."""
+  for f in dataclasses.fields(cls):
+    if f.metadata.get("group"):
+      yield from leaf_fields(f.metadata["group"], f"{prefix}{f.name}.")
+    else:
+      yield f"{prefix}{f.name}", f
+
+
 def auto_spec(default, *, doc: str = "", resumable: bool = False, **rules):
   """A key that takes an int (within ``rules``) or ``"auto"``; annotate it ``int | str``."""
   meta = {**spec(default, doc=doc, resumable=resumable, **rules).metadata, "auto": True}
@@ -175,7 +192,11 @@ def check_field(key: str, value, meta) -> None:
   """The choices and range rules of one field (already of its type)."""
   if meta["choices"]:
     valid = meta["choices"]
-    if value not in valid:
+    if isinstance(value, tuple):  # a tuple key: each element is one of the choices
+      for v in value:
+        if v not in valid:
+          raise ValueError(f"config key {key} = {value!r}: {v!r} is not one of {sorted(valid)}")
+    elif value not in valid:
       raise ValueError(f"config key {key} = {value!r} is not one of {sorted(valid)}")
   if meta.get("auto") and value == AUTO:
     return
@@ -205,6 +226,11 @@ def build_group(cls, group: str, values):
   kwargs = {}
   for f in dataclasses.fields(cls):
     key = f"{group}.{f.name}"
+    if f.metadata.get("group"):
+      if not hasattr(values[f.name], "keys"):
+        raise ValueError(f"config key {key} is a group of keys, not a value")
+      kwargs[f.name] = build_group(f.metadata["group"], key, values[f.name])
+      continue
     kwargs[f.name] = coerce(key, values[f.name], hints[f.name])
     check_field(key, kwargs[f.name], f.metadata)
   built = cls(**kwargs)
@@ -230,6 +256,8 @@ __all__ = [
   "auto_spec",
   "is_auto_type",
   "build_group",
+  "leaf_fields",
+  "nested",
   "coerce",
   "fail",
   "group",

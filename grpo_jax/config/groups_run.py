@@ -6,10 +6,36 @@ The method's groups (strategy, advantage, hadw, loss, dapo, optimizer) are in ``
 
 from __future__ import annotations
 
-from grpo_jax.config.fields import Group, auto_spec, fail, group, spec
+from grpo_jax.config.fields import Group, auto_spec, fail, group, nested, spec
 
 DTYPES = ("bfloat16", "float32")
 RULES = ("replicated", "sample", "train")
+
+
+@group("model.lora")
+class Lora(Group):
+  """Low-rank adapters W' = W + (alpha/rank)·A·B on the decoder's linear layers; the base W
+  stays frozen (METHODS §9, docs/models.md)."""
+
+  rank: int = spec(0, ge=0, doc="r, the adapters' rank; 0 = off (every weight trains)")
+  alpha: float = spec(
+    32.0,
+    gt=0,
+    doc="alpha: the update A·B is scaled by alpha/rank (32: TRL's LoRA-without-regret recipe)",
+  )
+  targets: tuple[str, ...] = spec(
+    ("all_linear",),
+    choices=("all_linear", "down", "gate", "k", "o", "q", "up", "v"),
+    registry="grpo_jax.models.lora.TARGETS",
+    doc=(
+      "the adapted projections: q, k, v, o (self_attn.{q,k,v,o}_proj), gate, up, down "
+      "(mlp.*_proj); all_linear = all seven (the embeddings and lm_head never)"
+    ),
+  )
+
+  def check(self):
+    if self.rank and not self.targets:
+      fail("config key model.lora.targets = () names no projection; model.lora.rank > 0 needs one")
 
 
 @group("model")
@@ -84,6 +110,7 @@ class Model(Group):
     ),
   )
   preset: str = spec("", doc="a named shape from grpo_jax.models.PRESETS, randomly initialised")
+  lora: Lora = nested(Lora, doc="low-rank adapters (model.lora.rank > 0)")
 
   def check(self):
     if self.preset:

@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 from grpo_jax.config import experiment
-from grpo_jax.config.fields import rule_text
+from grpo_jax.config.fields import leaf_fields, rule_text
 from grpo_jax.rundir import tables
 
 
@@ -17,10 +17,13 @@ def _default(value) -> str:
   return f"`{text}`"
 
 
-def _rows(fields, prefix: str = ""):
-  for f in fields:
+def _rows(keyed_fields):
+  for key, f in keyed_fields:
     doc = f.metadata["doc"].replace("|", "\\|")  # a bar would end the cell
-    yield [f"`{prefix}{f.name}`", _default(f.default), rule_text(f.metadata), doc]
+    rule = rule_text(f.metadata)
+    if isinstance(f.default, tuple) and f.metadata["choices"]:
+      rule = "each " + rule  # a tuple whose every element is a choice
+    yield [f"`{key}`", _default(f.default), rule, doc]
 
 
 def markdown() -> str:
@@ -35,7 +38,7 @@ def markdown() -> str:
     "`python -m grpo_jax.config.reference > docs/config.md`. Override any of them on the",
     "command line: `--config.loss.kind=dapo`. A bad value fails at load, naming the key.",
     "",
-    tables.markdown(header, _rows(top)),
+    tables.markdown(header, _rows((f.name, f) for f in top)),
   ]
   for name, cls in experiment.GROUPS.items():
     doc = " ".join((cls.__doc__ or "").split())
@@ -45,7 +48,7 @@ def markdown() -> str:
       "",
       doc,
       "",
-      tables.markdown(header, _rows(dataclasses.fields(cls), f"{name}.")),
+      tables.markdown(header, _rows(leaf_fields(cls, f"{name}."))),
     ]
   return "\n".join(parts) + "\n"
 

@@ -1,6 +1,7 @@
 """Decoder-only transformers (Qwen3, Llama-3, OLMo-3 families) in Flax NNX with pure-dict params,
 Hugging Face checkpoint import/export, llama.cpp GGUF import and a per-device memory estimate."""
 
+from grpo_jax.models import lora
 from grpo_jax.models.build import build_policy, load_pretrained, load_tokenizer
 from grpo_jax.models.families import FAMILIES, Family, get_family
 from grpo_jax.models.gguf_io import load_gguf, load_gguf_config
@@ -41,6 +42,7 @@ __all__ = [
   "load_hf_config",
   "load_pretrained",
   "load_tokenizer",
+  "lora",
   "logps_from_logits",
   "positions_from_mask",
   "save_hf",

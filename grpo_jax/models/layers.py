@@ -38,19 +38,45 @@ def flat_matmul(fn, x_BxLxD: jax.Array, flatten: bool = True) -> jax.Array:
 
 class Linear(nnx.Linear):
   """``nnx.Linear`` (same parameters: kernel (in, out), optional bias) through ``flat_matmul``;
-  ``flatten`` is a static attribute: the graphdef, and every jit cache keyed on it, carries it."""
+  ``flatten`` is a static attribute: the graphdef, and every jit cache keyed on it, carries it.
 
-  def __init__(self, *args, flatten: bool = True, **kwargs):
+  With ``lora_rank`` > 0 it also holds low-rank adapters lora_a (in, r) and lora_b (r, out),
+  float32 (``lora.py``), and computes x·W + lora_scale·(x·A)·B without forming W + s·A·B: the
+  unmerged LoRA forward (METHODS §9). The adapter product runs in the compute dtype, as x·W.
+  """
+
+  def __init__(self, *args, flatten: bool = True, lora_rank: int = 0, lora_scale=0.0, **kwargs):
     super().__init__(*args, **kwargs)
     self.flatten = flatten
+    self.lora_scale = lora_scale
+    if lora_rank:
+      d_in, d_out = self.kernel.shape
+      self.lora_a = nnx.Param(jnp.zeros((d_in, lora_rank), jnp.float32))
+      self.lora_b = nnx.Param(jnp.zeros((lora_rank, d_out), jnp.float32))
+
+  @property
+  def has_lora(self) -> bool:
+    return hasattr(self, "lora_a")
 
   def __call__(self, x: jax.Array) -> jax.Array:
-    return flat_matmul(super().__call__, x, self.flatten)
+    if not self.has_lora:
+      return flat_matmul(super().__call__, x, self.flatten)
+
+    def adapted(x_MxD):
+      dtype = self.dtype or x_MxD.dtype
+      x_MxD = x_MxD.astype(dtype)
+      delta_MxF = (x_MxD @ self.lora_a[...].astype(dtype)) @ self.lora_b[...].astype(dtype)
+      return nnx.Linear.__call__(self, x_MxD) + (self.lora_scale * delta_MxF).astype(dtype)
+
+    return flat_matmul(adapted, x, self.flatten)
 
 
 def linear(
-  cfg: ModelConfig, d_in: int, d_out: int, rngs: nnx.Rngs, use_bias: bool = False
+  cfg: ModelConfig, d_in: int, d_out: int, rngs: nnx.Rngs, use_bias: bool = False, name: str = ""
 ) -> nnx.Linear:
+  """The projection ``name`` (its HF module name, e.g. "q_proj"): with adapters when
+  ``cfg.lora_targets`` names it."""
+  rank = cfg.lora_rank if name and name in cfg.lora_targets else 0
   # std 1/sqrt(fan_in): unit-variance outputs for unit-variance inputs.
   return Linear(
     d_in,
@@ -61,6 +87,8 @@ def linear(
     kernel_init=jax.nn.initializers.variance_scaling(1.0, "fan_in", "normal"),
     rngs=rngs,
     flatten=cfg.flatten_matmuls,
+    lora_rank=rank,
+    lora_scale=cfg.lora_scale if rank else 0.0,
   )
 
 
@@ -158,10 +186,10 @@ class Attention(nnx.Module):
   def __init__(self, cfg: ModelConfig, layer: int, *, rngs: nnx.Rngs):
     D, H, Hk, Dh = cfg.hidden_dim, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     bias = cfg.attention_bias
-    self.q_proj = linear(cfg, D, H * Dh, rngs, bias)
-    self.k_proj = linear(cfg, D, Hk * Dh, rngs, bias)
-    self.v_proj = linear(cfg, D, Hk * Dh, rngs, bias)
-    self.o_proj = linear(cfg, H * Dh, D, rngs, bias)
+    self.q_proj = linear(cfg, D, H * Dh, rngs, bias, "q_proj")
+    self.k_proj = linear(cfg, D, Hk * Dh, rngs, bias, "k_proj")
+    self.v_proj = linear(cfg, D, Hk * Dh, rngs, bias, "v_proj")
+    self.o_proj = linear(cfg, H * Dh, D, rngs, bias, "o_proj")
     family = get_family(cfg.family)
     self.qk_norm = family.qk_norm
     if family.qk_norm == "head":
@@ -217,10 +245,12 @@ class MLP(nnx.Module):
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
     D, F, bias = cfg.hidden_dim, cfg.mlp_dim, cfg.mlp_bias
-    self.gate_proj = linear(cfg, D, F, rngs, bias)
-    self.up_proj = linear(cfg, D, F, rngs, bias)
-    self.down_proj = linear(cfg, F, D, rngs, bias)
-    self.fuse_gate_up_decode = cfg.fuse_gate_up_decode
+    self.gate_proj = linear(cfg, D, F, rngs, bias, "gate_proj")
+    self.up_proj = linear(cfg, D, F, rngs, bias, "up_proj")
+    self.down_proj = linear(cfg, F, D, rngs, bias, "down_proj")
+    # Unmerged adapters on gate or up: two GEMMs, each with its own adapter product.
+    adapted = self.gate_proj.has_lora or self.up_proj.has_lora
+    self.fuse_gate_up_decode = cfg.fuse_gate_up_decode and not adapted
 
   def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
     if self.fuse_gate_up_decode and x_BxLxD.shape[1] == 1 and not self.gate_proj.use_bias:

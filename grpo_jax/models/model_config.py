@@ -60,6 +60,13 @@ class ModelConfig:
   # projections as one GEMM of twice the width (faster sampling; training keeps two GEMMs).
   flatten_matmuls: bool = True
   fuse_gate_up_decode: bool = True
+  # Low-rank adapters (lora.py; set by ``lora.adapted_graphdef``, not by the experiment config):
+  # the projections named here (HF module names, "q_proj" ... "down_proj") carry lora_a
+  # (in, lora_rank) and lora_b (lora_rank, out) beside their kernel and add
+  # lora_scale·(x·A)·B to x·W. () = a plain model.
+  lora_targets: tuple = ()
+  lora_rank: int = 0
+  lora_scale: float = 0.0
 
   def __post_init__(self):
     for name in (

@@ -94,6 +94,30 @@ class CheckpointReader:
     return np.array(data.view(dtype).reshape(shape)[index])  # a private copy: the map closes
 
 
+def write_file(file: pathlib.Path, specs: dict, fetch) -> int:
+  """One safetensors file of tensors ``specs`` (name → (shape, dtype)), ``fetch(name)`` called
+  for each one's host array just before it is written; returns the bytes of tensor data."""
+  header, offset = {"__metadata__": {"format": "pt"}}, 0
+  for name, (shape, dtype) in specs.items():
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    header[name] = {
+      "dtype": CODES[np.dtype(dtype)],
+      "shape": list(shape),
+      "data_offsets": [offset, offset + nbytes],
+    }
+    offset += nbytes
+  blob = json.dumps(header, separators=(",", ":")).encode()
+  blob += b" " * (-len(blob) % 8)  # 8-byte alignment of the data, as the reference writer does
+  with open(file, "wb") as f:
+    f.write(struct.pack("<Q", len(blob)) + blob)
+    for name, (shape, dtype) in specs.items():
+      array = np.ascontiguousarray(fetch(name), dtype=dtype)
+      if array.shape != tuple(shape):
+        raise ValueError(f"tensor '{name}' has shape {array.shape}, declared {tuple(shape)}")
+      f.write(array.reshape(-1).view(np.uint8).data)
+  return offset
+
+
 def write_checkpoint(
   directory: str | pathlib.Path,
   specs: dict[str, tuple[tuple[int, ...], np.dtype]],
@@ -117,28 +141,8 @@ def write_checkpoint(
   names = [SINGLE] if n == 1 else [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
   weight_map, total = {}, 0
   for file, tensors in zip(names, shards):
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name in tensors:
-      shape, dtype = specs[name]
-      nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-      header[name] = {
-        "dtype": CODES[np.dtype(dtype)],
-        "shape": list(shape),
-        "data_offsets": [offset, offset + nbytes],
-      }
-      offset += nbytes
-      weight_map[name] = file
-    blob = json.dumps(header, separators=(",", ":")).encode()
-    blob += b" " * (-len(blob) % 8)  # 8-byte alignment of the data, as the reference writer does
-    total += offset
-    with open(directory / file, "wb") as f:
-      f.write(struct.pack("<Q", len(blob)) + blob)
-      for name in tensors:
-        shape, dtype = specs[name]
-        array = np.ascontiguousarray(fetch(name), dtype=dtype)
-        if array.shape != tuple(shape):
-          raise ValueError(f"tensor '{name}' has shape {array.shape}, declared {tuple(shape)}")
-        f.write(array.reshape(-1).view(np.uint8).data)
+    total += write_file(directory / file, {name: specs[name] for name in tensors}, fetch)
+    weight_map.update(dict.fromkeys(tensors, file))
   if n == 1 and (directory / INDEX).exists():
     (directory / INDEX).unlink()  # a stale index would shadow the single file
   if n > 1:

@@ -15,6 +15,8 @@ Two steps, as in flax's ``transformer_cfg.py`` / tunix's ``ShardingConfig`` / ma
      mlp.down_proj.kernel            (mlp, embed)
      *_proj.bias                     the kernel's output axis
      every norm weight               (norm,)               tiny: always replicated
+     *_proj.lora_a  (LoRA's A)       (kernel's in axis, None)    rank replicated
+     *_proj.lora_b  (LoRA's B)       (None, kernel's out axis)
 
    The match is on the path's tail, so optimizer moments (``opt_state…mu.layers.0…``), the
    reference model (``ref_params…``) and gradients get the axes of their parameter. Anything
@@ -145,8 +147,16 @@ def path_str(path) -> str:
 _STACKED = r"(^|\.)layers\.[A-Za-z_]"
 
 
+# A LoRA adapter beside its kernel (``grpo_jax.models.lora``): A (in, r), B (r, out).
+_ADAPTER = r"\.lora_([ab])$"
+
+
 def logical_axes(path: str, ndim: int) -> tuple[str | None, ...]:
   """The logical axis name of each dimension of the leaf at ``path`` (None = no name)."""
+  adapter = re.search(_ADAPTER, path)
+  if adapter and ndim >= 2:  # A split as its kernel's rows, B as its columns, never the rank
+    *lead, d_in, d_out = logical_axes(path[: adapter.start()] + ".kernel", ndim)
+    return (*lead, d_in, None) if adapter.group(1) == "a" else (*lead, None, d_out)
   stacked = re.search(_STACKED, path) is not None
   for pattern, axes in _PARAM_PATTERNS:
     if re.search(pattern, path):
