@@ -21,7 +21,8 @@ sampler take unchanged (:meth:`LoraModel.view`):
   base      x·W, adapters off: the KL reference, no second copy of the model.
 
 Export: :func:`save_merged` writes a Hugging Face checkpoint of W'; :func:`save_peft` a PEFT
-adapter directory (``adapter_config.json``, ``adapter_model.safetensors``).
+adapter directory (``adapter_config.json``, ``adapter_model.safetensors``), which
+:func:`load_peft` reads back (also one PEFT wrote: plain LoRA on these projections).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from flax import nnx
 from grpo_jax.models.build import abstract_graphdef
 from grpo_jax.models.hf_io import HFModel, save_hf
 from grpo_jax.models.layer_stack import LAYERS, is_stacked
-from grpo_jax.models.safetensors_io import write_file
+from grpo_jax.models.safetensors_io import CheckpointReader, write_file
 
 # The adaptable projections: config name → (submodule, Hugging Face module name), in HF order.
 PROJECTIONS = {
@@ -60,6 +61,7 @@ TARGETS = {
 A, B = "lora_a", "lora_b"
 MODES = ("unmerged", "merged", "base")
 PEFT_PREFIX = "base_model.model.model."  # PeftModel → ForCausalLM → its ``model``
+PEFT_FILE, PEFT_CONFIG = "adapter_model.safetensors", "adapter_config.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +270,7 @@ def save_peft(adapters: dict, spec: LoraSpec, path, base_model_name_or_path: str
   path.mkdir(parents=True, exist_ok=True)
   tensors = peft_tensors(adapters)
   specs = {name: (x.shape, x.dtype) for name, x in tensors.items()}
-  write_file(path / "adapter_model.safetensors", specs, tensors.__getitem__)
+  write_file(path / PEFT_FILE, specs, tensors.__getitem__)
   config = {
     "peft_type": "LORA",
     "task_type": "CAUSAL_LM",
@@ -283,5 +285,57 @@ def save_peft(adapters: dict, spec: LoraSpec, path, base_model_name_or_path: str
     "init_lora_weights": True,
     "inference_mode": True,
   }
-  (path / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+  (path / PEFT_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
   return path
+
+
+def _peft_spec(config: dict, where) -> LoraSpec:
+  """The spec of a PEFT ``adapter_config.json``; what this module cannot apply is refused."""
+  if config.get("peft_type") != "LORA":
+    raise ValueError(f"{where}: peft_type {config.get('peft_type')!r} is not 'LORA'")
+  unsupported = [
+    k
+    for k in ("use_rslora", "use_dora", "fan_in_fan_out", "rank_pattern", "alpha_pattern")
+    if config.get(k)
+  ]
+  if unsupported or config.get("bias", "none") != "none" or config.get("modules_to_save"):
+    raise ValueError(f"{where}: LoRA variant not supported ({unsupported or 'bias/modules'})")
+  short = {proj[1]: name for name, proj in PROJECTIONS.items()}
+  target = config["target_modules"]
+  names = tuple(PROJECTIONS) if target == "all-linear" else tuple(target)
+  unknown = [m for m in names if m not in short and m not in PROJECTIONS]
+  if unknown:
+    raise ValueError(f"{where}: target_modules {unknown} are not among {sorted(short)}")
+  targets = tuple(sorted({short.get(m, m) for m in names}, key=list(PROJECTIONS).index))
+  return LoraSpec(int(config["r"]), float(config["lora_alpha"]), targets)
+
+
+def load_peft(path, params: dict) -> tuple[LoraSpec, dict]:
+  """(spec, adapters) of a PEFT LoRA directory for the base ``params``, in their layout
+  (stacked params: stacked adapters): the inverse of :func:`save_peft`. A tensor missing or of
+  the wrong shape is named."""
+  path = pathlib.Path(path)
+  spec = _peft_spec(json.loads((path / PEFT_CONFIG).read_text()), path)
+  reader = CheckpointReader(path, (PEFT_FILE,))
+  stacked = is_stacked(params)
+
+  def read(layer: int, module: tuple, which: str, shape: tuple) -> np.ndarray:
+    name = f"{PEFT_PREFIX}{LAYERS}.{layer}.{'.'.join(module[-2:])}.lora_{which}.weight"
+    if name not in reader:
+      raise KeyError(f"{path / PEFT_FILE} is missing tensor '{name}'")
+    x = reader.read(name).astype(np.float32).T
+    if x.shape != shape:
+      raise ValueError(f"tensor '{name}' has shape {x.T.shape}, the base implies {shape[::-1]}")
+    return x
+
+  adapters: dict = {}
+  for kpath in target_paths(params, spec.targets):
+    module, kernel = kpath[:-1], _get(params, kpath)
+    d_in, d_out = kernel.shape[-2:]
+    layers = range(kernel.shape[0]) if stacked else [int(kpath[1])]
+    a = [read(i, module, "A", (d_in, spec.rank)) for i in layers]
+    b = [read(i, module, "B", (spec.rank, d_out)) for i in layers]
+    pick = np.stack if stacked else (lambda xs: xs[0])
+    adapters = _put(adapters, (*module, A), jnp.asarray(pick(a)))
+    adapters = _put(adapters, (*module, B), jnp.asarray(pick(b)))
+  return spec, adapters

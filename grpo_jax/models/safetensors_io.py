@@ -49,9 +49,14 @@ class CheckpointReader:
   """Name → (file, dtype, shape) over a single file or a sharded index; ``read`` loads one
   tensor, ``read_slice`` one slice of it."""
 
-  def __init__(self, directory: str | pathlib.Path):
+  def __init__(self, directory: str | pathlib.Path, files: tuple[str, ...] = ()):
+    """``files``: read these files of ``directory`` (e.g. a PEFT adapter's), not a checkpoint's."""
     directory = pathlib.Path(directory)
-    if (directory / INDEX).exists():
+    if files:
+      missing = [f for f in files if not (directory / f).exists()]
+      if missing:
+        raise FileNotFoundError(f"no {', '.join(missing)} in {directory}")
+    elif (directory / INDEX).exists():
       files = sorted(set(json.loads((directory / INDEX).read_text())["weight_map"].values()))
     elif (directory / SINGLE).exists():
       files = [SINGLE]

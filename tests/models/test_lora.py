@@ -241,3 +241,42 @@ def test_misfit_adapters_and_unknown_views_fail():
   lm = lora.adapt(graphdef, params, spec)
   with pytest.raises(ValueError, match="unmerged"):
     lm.view(params, {}, "fused")
+
+
+def test_the_sampler_reads_unmerged_adapters_on_stacked_layers():
+  """Greedy tokens of the unmerged view equal the merged view's, unrolled and stacked (the
+  cached decode slices layer i's adapters out of the stacked ones, as its kernels)."""
+  from grpo_jax import sampling  # noqa: PLC0415
+
+  prompt = np.random.RandomState(4).randint(1, 61, (2, 5))
+  decode = sampling.Decode(max_new_tokens=8, eos_id=-1, pad_id=0, temperature=0.0)
+  seeds = np.asarray([0, 0], np.uint32)
+  spec = lora.LoraSpec(R, ALPHA, ("all_linear",))
+  runs = {}
+  for scan in (False, True):
+    graphdef, params = _model(scan)
+    adapters = lora.init_adapters(params, R, spec.targets, jax.random.key(0))
+    adapters = _random_b(models.unstack_layers(adapters) if scan else adapters, scale=0.5)
+    adapters = models.stack_layers(adapters) if scan else adapters
+    lm = lora.adapt(graphdef, params, spec)
+    for mode in ("unmerged", "merged", "base"):
+      g, p = lm.view(params, adapters, mode)
+      out = sampling.sample(g, p, prompt, np.ones_like(prompt), seeds, decode)
+      runs[scan, mode] = np.asarray(out.tokens_NxT)
+  for scan in (False, True):
+    np.testing.assert_array_equal(runs[scan, "unmerged"], runs[False, "merged"])
+    np.testing.assert_array_equal(runs[scan, "merged"], runs[False, "merged"])
+  assert np.any(runs[False, "merged"] != runs[False, "base"])  # the adapters change the tokens
+
+
+def test_adapter_shapes_without_memory():
+  """``init_adapters`` under ``jax.eval_shape`` on abstract params: the adapters' layout (for
+  shardings and a memory plan) with nothing allocated."""
+  graphdef, abstract = models.abstract_params(dataclasses.replace(CFG, scan_layers=True))
+  shapes = jax.eval_shape(
+    lambda p: lora.init_adapters(p, R, ("o", "up"), jax.random.key(0)), abstract
+  )
+  o, up = shapes["layers"]["self_attn"]["o_proj"], shapes["layers"]["mlp"]["up_proj"]
+  assert (o[lora.A].shape, o[lora.B].shape) == ((2, 32, R), (2, R, 32))
+  assert (up[lora.A].shape, up[lora.B].shape) == ((2, 32, R), (2, R, 48))
+  assert {x.dtype for x in jax.tree.leaves(shapes)} == {jnp.dtype(jnp.float32)}

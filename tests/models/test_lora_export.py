@@ -142,3 +142,53 @@ def test_merged_checkpoint_is_pefts_merge(exported, tmp_path):
     ref = hf(torch.tensor(tokens), attention_mask=torch.tensor(mask)).logits.numpy()
   keep = mask.astype(bool)
   np.testing.assert_allclose(np.asarray(merged(tokens, mask))[keep], ref[keep], atol=1e-4, rtol=0)
+
+
+def test_load_peft_reads_back_what_we_wrote(exported):
+  family, ours, spec, adapters, peft_dir, _ = exported
+  got_spec, got = lora.load_peft(peft_dir, ours.params)
+  assert (got_spec.rank, got_spec.alpha, got_spec.modules) == (spec.rank, spec.alpha, spec.modules)
+  jax.tree.map(np.testing.assert_array_equal, got, adapters)
+  _, got_s = lora.load_peft(peft_dir, models.stack_layers(ours.params))
+  jax.tree.map(np.testing.assert_array_equal, got_s, models.stack_layers(adapters))
+
+
+def test_an_adapter_peft_trained_loads_with_pefts_logits(exported, tmp_path):
+  """PEFT's own adapter (``get_peft_model``, B set random, ``save_pretrained``) applied by us,
+  unmerged, gives PEFT's logits."""
+  family, ours, _, _, peft_dir, _ = exported
+  base_dir = json.loads((peft_dir / "adapter_config.json").read_text())["base_model_name_or_path"]
+  base = transformers.AutoModelForCausalLM.from_pretrained(base_dir, attn_implementation="eager")
+  config = peft.LoraConfig(r=2, lora_alpha=5, target_modules=["o_proj", "up_proj", "k_proj"])
+  model = peft.get_peft_model(base, config).eval()
+  torch.manual_seed(0)
+  with torch.no_grad():
+    for name, p in model.named_parameters():
+      if "lora_B" in name:
+        p.copy_(0.3 * torch.randn_like(p))
+  model.save_pretrained(tmp_path)
+  spec, adapters = lora.load_peft(tmp_path, ours.params)
+  assert spec == lora.LoraSpec(2, 5.0, ("k", "o", "up"))
+  tokens, mask = _tokens()
+  with torch.no_grad():
+    ref = model(torch.tensor(tokens), attention_mask=torch.tensor(mask)).logits.numpy()
+  lm = lora.adapt(ours.graphdef, ours.params, spec)
+  got = np.asarray(models.forward(*lm.view(ours.params, adapters), tokens, mask))
+  keep = mask.astype(bool)
+  np.testing.assert_allclose(got[keep], ref[keep], atol=1e-4, rtol=0)
+
+
+def test_adapters_we_cannot_apply_are_refused(exported, tmp_path):
+  family, ours, _, _, peft_dir, _ = exported
+  config = json.loads((peft_dir / "adapter_config.json").read_text())
+  (tmp_path / "adapter_model.safetensors").write_bytes(
+    (peft_dir / "adapter_model.safetensors").read_bytes()
+  )
+  for edit, needle in (
+    ({"use_rslora": True}, "use_rslora"),
+    ({"target_modules": ["q_proj", "lm_head"]}, "lm_head"),
+    ({"r": 2 * R}, "has shape"),
+  ):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({**config, **edit}))
+    with pytest.raises(ValueError, match=needle):
+      lora.load_peft(tmp_path, ours.params)
