@@ -120,15 +120,25 @@ def target_paths(params: dict, targets) -> list[tuple]:
   return paths
 
 
+def _match(tree: dict, k):
+  """The key of ``tree`` that ``k`` names: a layer index as an int or its string (a checkpoint
+  round trip turns int keys into strings), else ``k``."""
+  for cand in (k, str(k), int(k) if isinstance(k, str) and k.isdigit() else None):
+    if cand is not None and cand in tree:
+      return cand
+  return k
+
+
 def _get(tree, path):
   for k in path:
-    tree = tree[k] if k in tree else tree[str(k)]
+    tree = tree[_match(tree, k)]
   return tree
 
 
 def _put(tree: dict, path: tuple, value) -> dict:
   """A copy of ``tree`` with ``value`` at ``path`` (new dicts along the path only)."""
   head, *rest = path
+  head = _match(tree, head)
   return {**tree, head: _put(tree.get(head, {}), tuple(rest), value) if rest else value}
 
 
@@ -187,7 +197,9 @@ def attach(params: dict, adapters: dict) -> dict:
   """The unmerged model's params: ``params`` with the adapter leaves beside their kernels."""
   for module, a, b in _pairs(adapters):
     kernel = _get(params, (*module, "kernel"))
-    if a.shape[:-2] + a.shape[-2:-1] != kernel.shape[:-1] or b.shape[-1] != kernel.shape[-1]:
+    fits_a = a.shape[:-1] == kernel.shape[:-1]
+    fits_b = b.shape[:-2] + b.shape[-1:] == kernel.shape[:-2] + kernel.shape[-1:]
+    if not (fits_a and fits_b and a.shape[-1] == b.shape[-2]):
       raise ValueError(
         f"adapter {'.'.join(map(str, module))}: A {a.shape}, B {b.shape} do not fit the kernel "
         f"{kernel.shape}"

@@ -232,12 +232,30 @@ def test_stacked_layers_draw_and_compute_as_unrolled():
     jax.tree.map(np.testing.assert_array_equal, base, p)
 
 
+def test_string_layer_keys_of_a_checkpoint_round_trip_find_their_kernels():
+  graphdef, params = _model()
+  spec = lora.LoraSpec(R, ALPHA, ("q", "down"))
+  adapters = _random_b(lora.init_adapters(params, R, spec.targets, jax.random.key(0)))
+  restored = {"layers": {str(i): v for i, v in adapters["layers"].items()}}
+  lm = lora.adapt(graphdef, params, spec)
+  tokens, mask = _batch()
+  for mode in ("unmerged", "merged"):
+    g, p = lm.view(params, restored, mode)
+    assert sorted(p["layers"]) == [0, 1]  # no second, string-keyed copy of a layer
+    want = _logits(*lm.view(params, adapters, mode), tokens, mask)
+    np.testing.assert_array_equal(np.asarray(_logits(g, p, tokens, mask)), np.asarray(want))
+
+
 def test_misfit_adapters_and_unknown_views_fail():
   graphdef, params = _model()
   spec = lora.LoraSpec(R, ALPHA, ("q",))
   other = lora.init_adapters(_model(scan=True)[1], R, ("q",), jax.random.key(0))
   with pytest.raises((ValueError, KeyError)):
     lora.attach(params, other)
+  wide = lora.init_adapters(params, R, ("q",), jax.random.key(0))
+  wide["layers"][1]["self_attn"]["q_proj"][lora.B] = jnp.zeros((R + 1, 32))
+  with pytest.raises(ValueError, match="do not fit the kernel"):
+    lora.attach(params, wide)
   lm = lora.adapt(graphdef, params, spec)
   with pytest.raises(ValueError, match="unmerged"):
     lm.view(params, {}, "fused")
