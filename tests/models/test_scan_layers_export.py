@@ -26,7 +26,7 @@ def test_scanned_run_exports_per_layer_tensors(tmp_path):
   cfg = config_file.load(str(ROOT / "configs/tiny_test.py"), OVERRIDES)
   modes.train(cfg, tmp_path, log=lambda *_: None)
   state = ocp.StandardCheckpointer().restore(tmp_path / "checkpoints" / "1" / "default")
-  assert is_stacked(state.params)
+  assert is_stacked(state["params"])
   spec = importlib.util.spec_from_file_location("launch", ROOT / "experiments/launch.py")
   launch = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(launch)
@@ -35,7 +35,7 @@ def test_scanned_run_exports_per_layer_tensors(tmp_path):
   argv += ["--mode=export", "--out", str(out), "--step", "1"]
   assert launch.main(argv + [f"--config.{o}" for o in OVERRIDES]) == 0
   back = models.load_hf(str(out), tokenizer=False).params
-  want = unstack_layers(state.params)
+  want = unstack_layers(state["params"])
   for i in range(len(want["layers"])):
     got_q = back["layers"][i]["self_attn"]["q_proj"]["kernel"]
     np.testing.assert_array_equal(got_q, want["layers"][i]["self_attn"]["q_proj"]["kernel"])
