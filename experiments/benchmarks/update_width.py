@@ -246,9 +246,9 @@ def main():
         s.graphdef, shard_lib.replicate(params, s.mesh), s.task, ws_cfg, s.mesh, log=print
       )
       print(json.dumps({"warmstart_steps": warm, "seconds": time.perf_counter() - t0}), flush=True)
-    state = shard_lib.init_sharded(
-      lambda p: init_state(p, s.optimizer, cfg), params, s.state_shardings
-    )
+    shardings = s.state_shardings
+    init = lambda p: init_state(p, s.optimizer, cfg)
+    state = shard_lib.init_sharded(init, params, shardings.params, shardings)
     row = measure(args, cfg, s, step, state, counter)
     rows.append({"model": args.model, "warmstart_steps": warm, **row})
     print(json.dumps(rows[-1]), flush=True)

@@ -28,6 +28,7 @@ adapter directory (``adapter_config.json``, ``adapter_model.safetensors``), whic
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import pathlib
@@ -249,6 +250,27 @@ def adapt(graphdef: nnx.GraphDef, params: dict, spec: LoraSpec) -> LoraModel:
     cfg, lora_targets=spec.modules, lora_rank=spec.rank, lora_scale=spec.scale
   )
   return LoraModel(graphdef, abstract_graphdef(adapted), spec)
+
+
+def fingerprint(path, samples: int = 64, block: int = 4096) -> str:
+  """A content hash of a checkpoint on disk (a file, or a directory's weight and config files):
+  each file's name and size, and ``samples`` blocks of ``block`` bytes spread evenly over it
+  (its first and last included). It tells two bases apart without reading an 8B model's 16 GB."""
+  path = pathlib.Path(path)
+  files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix in SOURCES)
+  digest = hashlib.sha256()
+  for f in files:
+    size = f.stat().st_size
+    digest.update(f"{f.name}:{size}".encode())
+    with f.open("rb") as fh:
+      for offset in np.linspace(0, max(size - block, 0), samples).astype(np.int64):
+        fh.seek(int(offset))
+        digest.update(fh.read(block))
+  return digest.hexdigest()[:16]
+
+
+# The files of a checkpoint directory that :func:`fingerprint` reads.
+SOURCES = (".safetensors", ".bin", ".gguf", ".json")
 
 
 def save_merged(model: HFModel, adapters: dict, spec: LoraSpec, path, dtype: str | None = None):

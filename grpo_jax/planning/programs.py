@@ -31,6 +31,7 @@ from flax import nnx
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config.experiment import Experiment
+from grpo_jax.models import lora
 from grpo_jax.models.hf_io import abstract_params
 from grpo_jax.models.shared_prompt import group_run
 from grpo_jax.models.transformer import compute_params
@@ -41,7 +42,7 @@ from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.strategy import layout
 from grpo_jax.train import autofit, fit
 from grpo_jax.train.optimizer import make_optimizer
-from grpo_jax.train.state import init_state, uses_reference
+from grpo_jax.train.state import init_state
 from grpo_jax.train.update import make_update_step
 
 STOP_IDS = (1, 2)  # any ids: the sampler's shapes do not depend on them
@@ -231,11 +232,13 @@ def update_program(s: Shapes) -> Program:
   cfg = s.cfg
   optimizer, state, shardings = train_state(s)
   R = s.preview + s.new_tokens
-  fn = make_update_step(s.graphdef, optimizer, cfg, s.mesh, shardings, s.prompt, R)
+  spec = lora.LoraSpec.from_config(cfg.model.lora)  # LoRA: the update runs the adapted model
+  model = s.graphdef if spec is None else lora.adapt(s.graphdef, s.params, spec)
+  fn = make_update_step(model, optimizer, cfg, s.mesh, shardings, s.prompt, R)
   batch = update_batch(s)
   N, L = batch.tokens_NxL.shape
   passes = 3 * cfg.loss.num_iterations  # forward + backward of every optimizer step
-  passes += 1 if uses_reference(cfg) else 0
+  passes += 1 if cfg.loss.kl_coef != 0 else 0  # the reference (with LoRA: the base)
   passes += 1 if cfg.loss.num_iterations * cfg.loss.num_minibatches > 1 else 0  # old log-probs
   flops = passes * forward_flops(s, N, L, R) / s.mesh.size
   return Program("update", fn, (state, batch), {}, flops, N * L, resident=True)

@@ -75,11 +75,10 @@ def under_mesh(fn, mesh: Mesh):
   return wrapped
 
 
-def init_sharded(init_fn, params, shardings):
-  """``init_fn(params)`` (e.g. the train state) created directly in ``shardings``: params are
-  placed by their own shardings first (``shardings.params``), so no device ever holds an
-  unsharded optimizer state."""
-  params = place(params, shardings.params)
+def init_sharded(init_fn, params, params_shardings, shardings):
+  """``init_fn(params)`` (e.g. the train state) created directly in ``shardings``: ``params`` are
+  placed by ``params_shardings`` first, so no device ever holds an unsharded optimizer state."""
+  params = place(params, params_shardings)
   return jax.jit(init_fn, out_shardings=shardings)(params)
 
 

@@ -12,14 +12,17 @@ import os
 import pathlib
 import shutil
 
+import jax
+
 from grpo_jax import models
 from grpo_jax.config.experiment import Experiment
-from grpo_jax.models import build, gguf_io, hf_config, hf_io
+from grpo_jax.models import build, gguf_io, hf_config, hf_io, lora
 from grpo_jax.rundir import names, paths
 from grpo_jax.sharding import distributed
-from grpo_jax.train.run import open_run, policy_params
+from grpo_jax.train.run import open_run, policy_params, restore
 
 GENERATION_CONFIG = "generation_config.json"
+LORA_DIR = "lora"  # with LoRA: the adapters as a PEFT adapter directory
 
 
 def source_config(cfg, vocab_size: int):
@@ -59,7 +62,10 @@ def export_run(
 ) -> pathlib.Path:
   """Writes the checkpoint of run directory ``workdir`` (step ``step``, default the latest) as a
   Hugging Face directory ``out`` (a local folder; the run directory may be a URI such as
-  ``gs://``); returns ``out``. ``log`` prints on process 0 only."""
+  ``gs://``); returns ``out``. With LoRA the checkpoint's weights are the base with the adapters
+  merged in (W' = W + (α/r)·A·B), and ``out/lora`` holds the adapters alone as a PEFT adapter
+  (``models.lora.save_peft``: ``PeftModel.from_pretrained(base, out/lora)``). ``log`` prints on
+  process 0 only."""
   if paths.is_uri(out):
     raise ValueError(f"export writes a local Hugging Face directory (--out); got {out}")
   out = pathlib.Path(out)
@@ -67,6 +73,7 @@ def export_run(
     if run.ckpt.latest_step() is None:
       raise FileNotFoundError(f"no checkpoint in {run.workdir / names.CHECKPOINTS}")
     params, step = policy_params(run, step)
+    adapters = restore(run, step).params if run.s.lora is not None else None
   s, log = run.s, run.log
   model_cfg, hf = source_config(e, len(s.task.tokenizer))
   hf_path = e.model.hf_path
@@ -75,5 +82,8 @@ def export_run(
   if distributed.is_primary():
     models.save_hf(model, out)
     _generation_config(e, tokenizer, out)
+    if adapters is not None:
+      base_name = str(hf_path or "")
+      lora.save_peft(jax.device_get(adapters), s.lora.spec, out / LORA_DIR, base_name)
     log(f"exported step {step} of {workdir} to {out}")
   return out

@@ -80,7 +80,7 @@ def band(run: Run, profile_only: bool = False) -> epath.Path:
   source = profile.band_source(e, run.workdir, at)
   if profile_only or (not source.exists() and not e.data.pass_rate_file):
     source = profile.profile_path(run.workdir, at)
-    params = s.to_sampler(run.state.params)
+    params = s.to_sampler(s.weights(run.state))
     rows = profile.Profiler(e, s.task, s.mesh, s.graphdef).run(params, source, at)
     run.log(pass_rates.level_table(rows, e.sampling.group_size, e.data.pass_rate_band or None))
   if not profile_only:
@@ -104,12 +104,13 @@ def after_step(run: Run, state: TrainState, step: int, evaluate) -> None:
     run.log(f"preempted: saving the checkpoint of step {step} and stopping")
     raise Preempted(step)  # open_run's exit waits for the save
   if e.eval.every_steps and step % e.eval.every_steps == 0 and step < e.steps:
-    evaluate(state.params, step)  # the final step is evaluated after the loop
+    evaluate(run.s.weights(state), step)  # the final step is evaluated after the loop
   k = e.data.reprofile_every
   if k and step % k == 0 and step < e.steps:  # the band follows the policy
     run.rollouts.wait()  # off-policy: the next batch is drawn from the band it started with
     profiler = profile.Profiler(e, run.s.task, run.s.mesh, run.s.graphdef)
-    moved = profile.reprofile(profiler, run.s.to_sampler(state.params), run.workdir, step, run.log)
+    params = run.s.to_sampler(run.s.weights(state))
+    moved = profile.reprofile(profiler, params, run.workdir, step, run.log)
     run.write_json(f"{names.PROFILE}/{names.BAND_AT.format(step=step)}", moved)
 
 
@@ -123,7 +124,7 @@ def train_run(run: Run) -> dict:
   evaluate = evaluator(run)
   results = {"num_eval_problems": len(s.task.eval_problems(e.eval.num_problems))}
   if e.eval.before:
-    results["before"] = next(iter(evaluate(run.state.params, 0).values()))
+    results["before"] = next(iter(evaluate(s.weights(run.state), 0).values()))
   state, first = run.state, int(run.state.step)
   steps = console.progress_bar(
     range(first, e.steps), e.logging.progress, desc="rl", initial=first, total=e.steps
@@ -143,7 +144,7 @@ def train_run(run: Run) -> dict:
     run.rollouts.close()
     s.rollout.finish(run.workdir)  # strategy_previews.json (two-stage)
   if e.eval.after:
-    results["after"] = next(iter(evaluate(state.params, e.steps).values()))
+    results["after"] = next(iter(evaluate(s.weights(state), e.steps).values()))
   results["wall_time_s"] = time.time() - run.t_start
   run.write_json(names.RESULTS, results)
   if e.logging.plot and distributed.is_primary():

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator
 
@@ -25,8 +27,11 @@ from grpo_jax import sharding as shard_lib
 from grpo_jax.config import files as config_file
 from grpo_jax.config import provenance, resume
 from grpo_jax.config.experiment import Experiment
+from grpo_jax.config.fields import ConfigError
+from grpo_jax.models import lora as lora_lib
+from grpo_jax.models.transformer import compute_params
 from grpo_jax.rollout.registry import build_rollout
-from grpo_jax.rundir import names, write
+from grpo_jax.rundir import names, read, write
 from grpo_jax.sampling import engine as engine_lib
 from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.weights import sampler_copy
@@ -60,6 +65,21 @@ class Setup:
   sample_shardings: dict
   # params -> the sampler's copy: compute dtype, sampler layout (``sampling.weights``)
   to_sampler: Callable
+  # LoRA (``model.lora.rank`` > 0): the adapted model and (base, adapters) -> merged weights
+  lora: lora_lib.LoraModel | None = None
+  merge: Callable | None = None
+
+  def weights(self, state: TrainState) -> dict:
+    """The policy's weights in the base model's layout (``graphdef``): ``state.params``, or with
+    LoRA the frozen base with the adapters merged in, W' = W + (α/r)·A·B (what the sampler,
+    evaluation and the profile read)."""
+    return state.params if self.lora is None else self.merge(state.base, state.params)
+
+  def update_model(self, graphdef=None):
+    """What the update runs (``train.update.UpdateSpec.graphdef``): ``graphdef`` (default the
+    run's), or with LoRA the model adapted from it."""
+    graphdef = self.graphdef if graphdef is None else graphdef
+    return graphdef if self.lora is None else lora_lib.adapt(graphdef, self.params, self.lora.spec)
 
 
 @dataclasses.dataclass
@@ -120,9 +140,10 @@ def setup(e: Experiment, log=print, loaded: tuple | None = None) -> Setup:
   state_shapes = jax.eval_shape(lambda p: init_state(p, optimizer, e), params)
   state_shardings = shard_lib.state_shardings(state_shapes, mesh, shard_lib.rules_for(e.mesh))
   sample_rules = shard_lib.rules_for(e.mesh, "sample")
-  sample_shardings = shard_lib.state_shardings(state_shapes.params, mesh, sample_rules)
+  weights = state_shapes.params if state_shapes.base is None else state_shapes.base  # LoRA
+  sample_shardings = shard_lib.state_shardings(weights, mesh, sample_rules)
   to_sampler = sampler_copy(e.model.dtype, sample_shardings)
-  return Setup(
+  s = Setup(
     mesh,
     task,
     rollout,
@@ -134,6 +155,12 @@ def setup(e: Experiment, log=print, loaded: tuple | None = None) -> Setup:
     sample_shardings,
     to_sampler,
   )
+  spec = lora_lib.LoraSpec.from_config(e.model.lora)
+  if spec is None:
+    return s
+  merge = functools.partial(lora_lib.merge, alpha=spec.alpha, rank=spec.rank)
+  merge = jax.jit(merge, out_shardings=state_shardings.base)
+  return dataclasses.replace(s, lora=lora_lib.adapt(graphdef, params, spec), merge=merge)
 
 
 def fit_update(e: Experiment, s: Setup, log=print):
@@ -145,7 +172,8 @@ def fit_update(e: Experiment, s: Setup, log=print):
   graphdef = lambda f: autofit.with_remat(s.graphdef, s.params, f.model.remat)
 
   def build(f):
-    return make_update_step(graphdef(f), s.optimizer, f, s.mesh, s.state_shardings, P, T)
+    model = s.update_model(graphdef(f))
+    return make_update_step(model, s.optimizer, f, s.mesh, s.state_shardings, P, T)
 
   state = fit.abstract(s.state_shapes, s.state_shardings)
   lower_mesh = s.mesh if e.mesh.constrain_activations else None
@@ -162,9 +190,8 @@ def length_aware_update(e: Experiment, s: Setup, fitted: dict, log=print) -> Len
 
   def make_step(completion_len: int):
     P = s.rollout.prompt_len
-    step = make_update_step(
-      s.graphdef, s.optimizer, e, s.mesh, s.state_shardings, P, completion_len
-    )
+    model = s.update_model()
+    step = make_update_step(model, s.optimizer, e, s.mesh, s.state_shardings, P, completion_len)
     return shard_lib.under_mesh(step, s.mesh) if e.mesh.constrain_activations else step
 
   packer = None
@@ -186,6 +213,8 @@ def check_guard(e: Experiment, workdir: epath.Path, allow_change: bool, log) -> 
   saved = resume.read(workdir)
   before = saved if resume.has_checkpoint(workdir) else None
   changes = resume.check(before, e.to_dict(), workdir, allow_change)
+  if before is not None and e.model.lora.rank:
+    check_lora_base(e, workdir)
   loaded = load_data(e, log)
   workdir.mkdir(parents=True, exist_ok=True)
   if changes:
@@ -205,7 +234,7 @@ def initial_state(run: Run) -> TrainState:
   e, s = run.e, run.s
   at = run.ckpt.latest_step()
   if at is not None:
-    state = run.ckpt.restore(run.abstract_state(), at)
+    state = restore(run, at)
     run.log(f"resumed from checkpoint at step {int(state.step)}")
     return state
   params = s.params
@@ -214,10 +243,47 @@ def initial_state(run: Run) -> TrainState:
     params, history = warm_start(s.graphdef, params, s.task, e, s.mesh, log=run.log)
     run.write_json(names.WARMSTART, history)
   init = functools.partial(init_state, optimizer=s.optimizer, e=e)
-  state = shard_lib.init_sharded(init, params, s.state_shardings)
+  shardings = s.state_shardings
+  placed = shardings.params if shardings.base is None else shardings.base  # LoRA: the base's
+  state = shard_lib.init_sharded(init, params, placed, shardings)
+  if s.lora is not None:
+    run.write_json(names.LORA_BASE, lora_base(e))
   run.ckpt.save(0, state)
   run.ckpt.wait()
   return state
+
+
+def lora_base(e: Experiment) -> dict:
+  """The base LoRA adapters belong to: ``model.hf_path`` and a content hash of its files
+  (``models.lora.fingerprint``), or a fresh init's seed and architecture."""
+  if e.model.hf_path:
+    return {"path": str(e.model.hf_path), "hash": lora_lib.fingerprint(e.model.hf_path)}
+  model = {k: v for k, v in e.to_dict()["model"].items() if k != "lora"}
+  blob = json.dumps(model, sort_keys=True, default=str).encode()
+  return {"path": f"init(seed={e.seed})", "hash": hashlib.sha256(blob).hexdigest()[:16]}
+
+
+def check_lora_base(e: Experiment, workdir: epath.Path) -> None:
+  """A resumed LoRA run's adapters must belong to this base: raises ``ConfigError`` naming both
+  (before any file is written)."""
+  saved = read.json_file(workdir / names.LORA_BASE)
+  if saved is not None and saved != lora_base(e):
+    raise ConfigError(
+      f"{workdir}'s LoRA adapters belong to the base {saved}, not to {lora_base(e)} "
+      "(model.hf_path, or the seed of a fresh init)"
+    )
+
+
+def restore(run: Run, step: int) -> TrainState:
+  """The checkpoint of ``step``; with LoRA the adapters on the base as built, refused (naming
+  both) when the checkpoint belongs to another base."""
+  s = run.s
+  state = run.ckpt.restore(run.abstract_state(), step)
+  if s.lora is None:
+    return state
+  check_lora_base(run.e, run.workdir)
+  frozen = compute_params(s.params, run.e.model.dtype)
+  return state.replace(base=shard_lib.place(frozen, s.state_shardings.base))
 
 
 def policy_params(run: Run, step: int | None = None) -> tuple:
@@ -228,7 +294,7 @@ def policy_params(run: Run, step: int | None = None) -> tuple:
     run.log(f"no checkpoint in {run.workdir}; the policy as built")
     return shard_lib.place(s.params, s.state_shardings.params), 0 if step is None else step
   step = latest if step is None else step
-  params = run.ckpt.restore(run.abstract_state(), step).params
+  params = s.weights(restore(run, step))
   run.log(f"policy: checkpoint step {step} of {run.workdir}")
   return params, step
 
@@ -272,7 +338,7 @@ def open_run(
     if mode in WRITES:
       run.state = initial_state(run)
       settings = SampleSettings.from_config(e.sampling)
-      run.policy = Policy(s.graphdef, run.state.params, s.mesh, settings)
+      run.policy = Policy(s.graphdef, s.weights(run.state), s.mesh, settings)
     if mode == "train":
       run.update = length_aware_update(e, s, fitted, log)
     yield run

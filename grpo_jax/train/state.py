@@ -20,6 +20,7 @@ import optax
 from flax import struct
 
 from grpo_jax import advantages
+from grpo_jax.models import lora
 from grpo_jax.models.transformer import compute_params
 
 
@@ -31,11 +32,13 @@ class TrainState:
   step: jax.Array  # int32 scalar: RL updates done
   rng: jax.Array  # the run's base key
   data_pos: jax.Array  # int32 scalar: the next training prompt's position
-  ref_params: Any = None  # loss.kl_coef != 0 only
+  ref_params: Any = None  # loss.kl_coef != 0 without LoRA only
+  base: Any = None  # LoRA: the frozen base in the compute dtype (``params`` are the adapters)
 
   def to_dict(self) -> dict:
-    """The fields that are set, by name: what a checkpoint stores (one directory per field)."""
-    out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    """The fields a checkpoint stores, by name (one item per field): those that are set, but
+    never the frozen LoRA base, which is the model as built."""
+    out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "base"}
     return {k: v for k, v in out.items() if v is not None}
 
   @classmethod
@@ -45,7 +48,22 @@ class TrainState:
 
 def init_state(params, optimizer: optax.GradientTransformation, e) -> TrainState:
   """The state before the first step of experiment ``e`` (its seed, ``hadw``, ``loss`` and
-  ``model`` groups)."""
+  ``model`` groups). With LoRA (``model.lora.rank`` > 0, METHODS §9) the trained ``params`` are
+  the adapters (A random, B zero, float32) and the base is kept frozen in the compute dtype, with
+  no optimizer moments of its own; the KL reference is the base itself."""
+  spec = lora.LoraSpec.from_config(e.model.lora)
+  if spec is not None:
+    key = jax.random.fold_in(jax.random.PRNGKey(e.seed), LORA_KEY)
+    adapters = lora.init_adapters(params, spec.rank, spec.targets, key)
+    return TrainState(
+      params=adapters,
+      opt_state=optimizer.init(adapters),
+      anchor=advantages.init_anchor(e.hadw),
+      step=jnp.zeros((), jnp.int32),
+      rng=jax.random.PRNGKey(e.seed),
+      data_pos=jnp.zeros((), jnp.int32),
+      base=compute_params(params, e.model.dtype),
+    )
   ref_params = None
   if uses_reference(e):
     # A copy, not an alias: the update donates the state, and one buffer may not be donated
@@ -64,8 +82,13 @@ def init_state(params, optimizer: optax.GradientTransformation, e) -> TrainState
 
 
 def uses_reference(e) -> bool:
-  """Whether the run keeps and runs a reference model (``loss.kl_coef != 0``)."""
-  return e.loss.kl_coef != 0.0
+  """Whether the run keeps a copy of the initial policy as its KL reference (``loss.kl_coef !=
+  0``; with LoRA the frozen base is the reference, no copy)."""
+  return e.loss.kl_coef != 0.0 and not e.model.lora.rank
+
+
+# The fold of the run's key that draws the LoRA A matrices (never a step key: steps fold 0, 1, …).
+LORA_KEY = 2**31 - 2
 
 
 def step_keys(rng, step: int) -> dict[str, jax.Array]:

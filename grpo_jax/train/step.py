@@ -32,8 +32,9 @@ from grpo_jax.train.update import check_shared_prompts
 
 def draw_batch(run: Run, cursor: int, key, params) -> tuple[RolloutBatch, int]:
   """``(batch, prompts consumed)``: one step's rows from data position ``cursor``, sampled by
-  ``params``' sampler copy. Multi-host, each process samples and grades only its own prompts'
-  rows, and the kept groups and DAPO's metrics are exchanged job-wide."""
+  the sampler copy of ``params`` (the policy's weights, ``Setup.weights``). Multi-host, each
+  process samples and grades only its own prompts' rows, and the kept groups and DAPO's metrics
+  are exchanged job-wide."""
   e, s = run.e, run.s
   policy = run.policy.replace(params=s.to_sampler(params))
   rollout_fn, problems_fn = multihost.process_share(
@@ -80,11 +81,12 @@ def rl_step(run: Run, state: TrainState, step: int) -> tuple[TrainState, dict[st
   t0 = time.time()
   cursor = int(state.data_pos)
   key = step_keys(state.rng, step)["sample"]
+  weights = run.s.weights(state)  # with LoRA the adapters merged into the base
   with run.watch.rollout_failure(run.ckpt, run.log):  # SIGTERM: stops as preempted
-    batch, consumed, rollout_m = run.rollouts.take(step, cursor, key, state.params)
+    batch, consumed, rollout_m = run.rollouts.take(step, cursor, key, weights)
   if e.rollout.off_policy_steps and step + 1 < e.steps:  # by the params before the update
     next_key = step_keys(state.rng, step + 1)["sample"]
-    run.rollouts.start(step + 1, cursor + consumed, next_key, state.params)
+    run.rollouts.start(step + 1, cursor + consumed, next_key, weights)
 
   t1 = time.time()
   prepared = prepare_batch(run, batch)

@@ -51,6 +51,7 @@ from grpo_jax import models, strategy
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config.experiment import Advantage, Experiment, Hadw, Loss
 from grpo_jax.config.fields import as_int
+from grpo_jax.models import lora
 from grpo_jax.models.chunked_logps import chunked_token_logps
 from grpo_jax.models.packing import Packed
 from grpo_jax.models.shared_prompt import group_run
@@ -105,9 +106,10 @@ def _masked_stats(prefix: str, x_N, valid_N) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class UpdateSpec:
-  """What the update reads besides the state and the batch, fixed for a run: the model, the
-  optimizer, the ``advantage``, ``hadw`` and ``loss`` groups, and the shapes and devices it is
-  compiled for. Built by :meth:`of`; every function below is pure in (spec, arrays).
+  """What the update reads besides the state and the batch, fixed for a run: the model (its
+  graphdef, or with LoRA its ``models.lora.LoraModel``), the optimizer, the ``advantage``,
+  ``hadw`` and ``loss`` groups, and the shapes and devices it is compiled for. Built by
+  :meth:`of`; every function below is pure in (spec, arrays).
 
   ``completion_len``: the response slots T that were sampled, when the batch comes cut to fewer
   (``grpo_jax.train.length_buckets``): the loss's constant normaliser counts T, not the cut
@@ -183,16 +185,36 @@ def prompt_share(share: bool, group_size: int, num_rows: int, parts: int, blocks
   return group_run(group_size, num_rows, parts, blocks) if share else 1
 
 
-def completion_logps(spec: UpdateSpec, params, rows: Rows, share: int, with_entropy=False):
-  """log π_θ (and the entropy) of the completion tokens. ``model.logps_vocab_chunk`` > 0: online
-  logsumexp over vocabulary chunks, no N×L×V logits. The prompt's positions are never
-  unembedded; ``share`` rows per prompt pass, or one pass over the packed rows (which hold each
-  shared prompt once per segment)."""
+def policy(spec: UpdateSpec, params, base=None) -> tuple:
+  """(graphdef, params) of the policy: ``params`` as they are, or with LoRA (``spec.graphdef`` a
+  ``models.lora.LoraModel``) the frozen ``base`` with the adapters ``params`` applied unmerged
+  (x·W + (α/r)·(x·A)·B: gradients reach the adapters only)."""
+  if isinstance(spec.graphdef, lora.LoraModel):
+    return spec.graphdef.view(base, params, "unmerged")
+  return spec.graphdef, params
+
+
+def reference(spec: UpdateSpec, state: TrainState) -> tuple:
+  """(graphdef, params) of the KL reference: the copy of the initial policy, or with LoRA the
+  base with the adapters off (no second copy of the model)."""
+  if isinstance(spec.graphdef, lora.LoraModel):
+    return spec.graphdef.view(state.base, None, "base")
+  if state.ref_params is None:
+    raise ValueError("loss.kl_coef != 0 needs the state's ref_params (init_state adds them)")
+  return spec.graphdef, state.ref_params
+
+
+def completion_logps(spec: UpdateSpec, model: tuple, rows: Rows, share: int, with_entropy=False):
+  """log π (and the entropy) of the completion tokens under ``model`` = (graphdef, params).
+  ``model.logps_vocab_chunk`` > 0: online logsumexp over vocabulary chunks, no N×L×V logits.
+  The prompt's positions are never unembedded; ``share`` rows per prompt pass, or one pass over
+  the packed rows (which hold each shared prompt once per segment)."""
   chunk = spec.vocab_chunk
   logps_fn = chunked_token_logps(chunk) if chunk > 0 else models.token_logps
   window = models.Window(spec.prompt_len, share if rows.packed is None else 1, rows.packed)
+  graphdef, params = model
   return logps_fn(
-    spec.graphdef,
+    graphdef,
     params,
     rows.tokens_NxL,
     rows.input_mask_NxL,
@@ -202,22 +224,24 @@ def completion_logps(spec: UpdateSpec, params, rows: Rows, share: int, with_entr
   )
 
 
-def frozen_logps(spec: UpdateSpec, params, rows: Rows):
-  """log π of the rows at ``params`` without gradient, micro-batched like the loss."""
+def frozen_logps(spec: UpdateSpec, model: tuple, rows: Rows):
+  """log π of the rows under ``model`` without gradient, micro-batched like the loss."""
   n = rows.mask_NxT.shape[0]
   k = num_parts(n, spec.micro_rows, "loss.micro_batch_size")
   blocks = row_blocks(n, k, spec.devices)
   share = prompt_share(spec.loss.share_prompt, spec.group_size, n, k, blocks)
-  fn = lambda r: completion_logps(spec, params, r, share)
+  fn = lambda r: completion_logps(spec, model, r, share)
   return jax.lax.stop_gradient(map_rows(fn, rows, k, blocks))
 
 
-def loss_fn(spec: UpdateSpec, params, rows: Rows, denoms, share: int):
-  """(loss, (aux, log π_θ)) of these rows (``losses.policy_loss``)."""
+def loss_fn(spec: UpdateSpec, params, rows: Rows, denoms, share: int, base=None):
+  """(loss, (aux, log π_θ)) of these rows (``losses.policy_loss``); ``params`` are what trains
+  (with LoRA the adapters, on the frozen ``base``)."""
+  model = policy(spec, params, base)
   if spec.loss.entropy_coef != 0.0:
-    logps_NxT, entropy_NxT = completion_logps(spec, params, rows, share, with_entropy=True)
+    logps_NxT, entropy_NxT = completion_logps(spec, model, rows, share, with_entropy=True)
   else:
-    logps_NxT = completion_logps(spec, params, rows, share)
+    logps_NxT = completion_logps(spec, model, rows, share)
     # No bonus: loss/entropy is only a metric, the sample estimate E[−logπ(y_t)] of the
     # entropy, free from the log-probs at hand (no extra pass over the vocabulary).
     entropy_NxT = jax.lax.stop_gradient(-logps_NxT)
@@ -233,7 +257,7 @@ def loss_fn(spec: UpdateSpec, params, rows: Rows, denoms, share: int):
   return loss, (aux, jax.lax.stop_gradient(logps_NxT))
 
 
-def optimizer_step(spec: UpdateSpec, params, opt_state, rows: Rows, control_key):
+def optimizer_step(spec: UpdateSpec, params, opt_state, rows: Rows, control_key, base=None):
   """One optax step on these rows, micro-batched; denominators from the rows' final mask and
   the entropy control's tokens from all of the rows (``control_key``: clip_cov's draw).
   Returns (params, opt_state, stats, log π_θ of the rows before the step)."""
@@ -243,14 +267,19 @@ def optimizer_step(spec: UpdateSpec, params, opt_state, rows: Rows, control_key)
   blocks = row_blocks(n, k, spec.devices)
   share = prompt_share(spec.loss.share_prompt, spec.group_size, n, k, blocks)
   if loss_lib.entropy_control.applies(spec.loss):  # one pass without gradient, at θ
-    now_NxT = frozen_logps(spec, params, rows)
+    now_NxT = frozen_logps(spec, policy(spec, params, base), rows)
     old_NxT = now_NxT if rows.old_logps_NxT is None else rows.old_logps_NxT  # μ = 1: π_θ
     control_NxT = loss_lib.entropy_control.select(
       now_NxT, old_NxT, rows.advantages_N, rows.mask_NxT, spec.loss, control_key
     )
     rows = rows.replace(control_NxT=control_NxT)
   (loss, aux, logps_NxT), grads = accumulate_grads(
-    lambda p, r: loss_fn(spec, p, r, denoms, share), params, rows, k, blocks, spec.reduce_mesh
+    lambda p, r: loss_fn(spec, p, r, denoms, share, base),
+    params,
+    rows,
+    k,
+    blocks,
+    spec.reduce_mesh,
   )
   updates, opt_state = spec.optimizer.update(grads, opt_state, params)
   params = optax.apply_updates(params, updates)
@@ -263,7 +292,7 @@ def optimizer_step(spec: UpdateSpec, params, opt_state, rows: Rows, control_key)
   return params, opt_state, stats, logps_NxT
 
 
-def optimizer_steps(spec: UpdateSpec, params, opt_state, rows: Rows, control_key):
+def optimizer_steps(spec: UpdateSpec, params, opt_state, rows: Rows, control_key, base=None):
   """μ = ``loss.num_iterations`` × ``loss.num_minibatches`` optimizer steps over contiguous
   minibatches (whole groups, whatever the mesh: which rows share an optimizer step must not
   depend on the device count; micro-batches may follow the devices, they only change the
@@ -274,7 +303,7 @@ def optimizer_steps(spec: UpdateSpec, params, opt_state, rows: Rows, control_key
   def minibatch(carry, part_and_id):
     part, i = part_and_id
     key = jax.random.fold_in(control_key, i)
-    params, opt_state, stats, _ = optimizer_step(spec, *carry, part, key)
+    params, opt_state, stats, _ = optimizer_step(spec, *carry, part, key, base)
     return (params, opt_state), stats
 
   def iteration(carry, ids):
@@ -320,12 +349,10 @@ def update(spec: UpdateSpec, state: TrainState, batch: UpdateBatch):
     sample_logps_NxT=batch.sample_logps_NxT if corrected else None,
   )
   if uses_reference(spec):
-    if state.ref_params is None:
-      raise ValueError("loss.kl_coef != 0 needs the state's ref_params (init_state adds them)")
-    rows = rows.replace(ref_logps_NxT=frozen_logps(spec, state.ref_params, rows))
+    rows = rows.replace(ref_logps_NxT=frozen_logps(spec, reference(spec, state), rows))
   rejection = None
   if spec.steps > 1 or loss_lib.correction.rejects(spec.loss):
-    old_logps_NxT = frozen_logps(spec, state.params, rows)
+    old_logps_NxT = frozen_logps(spec, policy(spec, state.params, state.base), rows)
     if spec.steps > 1:  # at μ = 1 the loss reads π_old as its own stop-gradient
       rows = rows.replace(old_logps_NxT=old_logps_NxT)
     if loss_lib.correction.rejects(spec.loss):
@@ -336,12 +363,17 @@ def update(spec: UpdateSpec, state: TrainState, batch: UpdateBatch):
 
   if spec.steps == 1:
     params, opt_state, stats, logps_NxT = optimizer_step(
-      spec, state.params, state.opt_state, rows, jax.random.fold_in(keys["control"], 0)
+      spec,
+      state.params,
+      state.opt_state,
+      rows,
+      jax.random.fold_in(keys["control"], 0),
+      state.base,
     )
   else:
     logps_NxT = rows.old_logps_NxT
     params, opt_state, stats = optimizer_steps(
-      spec, state.params, state.opt_state, rows, keys["control"]
+      spec, state.params, state.opt_state, rows, keys["control"], state.base
     )
   metrics = {
     **stats,
@@ -396,11 +428,15 @@ def make_update_step(
 ):
   """:func:`update` of experiment ``e`` jitted on ``mesh``: ``(state, batch) -> (state,
   metrics)`` with the state donated and the shardings explicit (batch rows split over data ×
-  fsdp). ``state`` must hold ``ref_params`` (see ``init_state``) when ``loss.kl_coef != 0``.
+  fsdp). ``graphdef``: the model's, or with LoRA its ``models.lora.LoraModel``. ``state`` must
+  hold ``ref_params`` (see ``init_state``) when ``loss.kl_coef != 0`` without LoRA.
   ``completion_len``: see :class:`UpdateSpec`."""
   # Replicated parameters: micro-batch gradients all-reduced once per optimizer step; split
   # ones: the partitioner's reduce-scatter per micro-batch (``microbatch.reduce_once``).
-  reduce_mesh = None if shard_lib.split_axes(state_shardings.params) else mesh
+  split = shard_lib.split_axes(state_shardings.params)
+  if state_shardings.base is not None:  # LoRA: the frozen base is read inside the loss too
+    split = split or shard_lib.split_axes(state_shardings.base)
+  reduce_mesh = None if split else mesh
   spec = UpdateSpec.of(
     graphdef,
     optimizer,

@@ -298,3 +298,18 @@ def test_adapter_shapes_without_memory():
   assert (o[lora.A].shape, o[lora.B].shape) == ((2, 32, R), (2, R, 32))
   assert (up[lora.A].shape, up[lora.B].shape) == ((2, 32, R), (2, R, 48))
   assert {x.dtype for x in jax.tree.leaves(shapes)} == {jnp.dtype(jnp.float32)}
+
+
+def test_the_base_fingerprint_tells_checkpoints_apart(tmp_path):
+  """``fingerprint`` hashes a checkpoint's files (names, sizes, sampled blocks): the same bytes
+  give the same hash wherever they lie, other weights another hash."""
+  rng = np.random.default_rng(0)
+  for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+    (tmp_path / name).mkdir()
+    data = np.random.default_rng(seed).standard_normal(300_000).astype(np.float32)
+    (tmp_path / name / "model.safetensors").write_bytes(data.tobytes())
+    (tmp_path / name / "config.json").write_text('{"hidden_size": 8}')
+  (tmp_path / "a" / "notes.txt").write_text(str(rng.random()))  # not a weight or config file
+  a, b, c = (lora.fingerprint(tmp_path / n) for n in "abc")
+  assert a == b and a != c
+  assert lora.fingerprint(tmp_path / "a" / "model.safetensors") != a  # one file, not the dir

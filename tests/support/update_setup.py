@@ -43,7 +43,9 @@ def setup(overrides=(), num_devices=1, sgd=False):
   state = init_state(params, optimizer, cfg)
   shardings = jax.tree.map(lambda _: shard_lib.replicated(mesh), state)
   state = jax.device_put(state, shardings)
-  update = make_update_step(graphdef, optimizer, cfg, mesh, shardings, task.prompt_len)
+  spec = models.lora.LoraSpec.from_config(cfg.model.lora)  # LoRA: the update runs the adapted
+  model = graphdef if spec is None else models.lora.adapt(graphdef, params, spec)
+  update = make_update_step(model, optimizer, cfg, mesh, shardings, task.prompt_len)
   return cfg, mesh, task, graphdef, state, update
 
 

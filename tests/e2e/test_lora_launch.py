@@ -1,0 +1,73 @@
+"""LoRA through the launcher (METHODS §9): a run checkpoints only the adapters, resumes from
+them on the same base, refuses another base naming both, and exports the merged weights and a
+PEFT adapter. configs/tiny_test.py, a fresh-init base, 2 steps."""
+
+import json
+import pathlib
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+import safetensors.numpy
+
+from grpo_jax.models import lora
+from grpo_jax.runs import launcher
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TINY = str(ROOT / "configs/tiny_test.py")
+LORA = ["--config.model.lora.rank=4", "--config.model.lora.targets=('q', 'v', 'up')"]
+
+
+def _main(workdir, *extra) -> int:
+  args = ["--config", TINY, "--workdir", str(workdir), "--config.eval.before=false", *LORA]
+  return launcher.main([*args, *extra])
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  """A 2-step LoRA run (the resume test extends it to 3; the others read step 2)."""
+  workdir = tmp_path_factory.mktemp("lora") / "run"
+  assert _main(workdir, "--config.steps=2") == 0
+  return workdir
+
+
+def test_the_checkpoint_holds_the_adapters_only(run):
+  saved = ocp.StandardCheckpointer().restore(run / "checkpoints" / "2" / "default")
+  assert "base" not in saved and "ref_params" not in saved
+  names = {str(kp[-1].key) for kp, _ in jax.tree_util.tree_flatten_with_path(saved["params"])[0]}
+  assert names == {"lora_a", "lora_b"}
+  modules = {str(kp[-2].key) for kp, _ in jax.tree_util.tree_flatten_with_path(saved["params"])[0]}
+  assert modules == {"q_proj", "v_proj", "up_proj"}  # model.lora.targets
+  base = json.loads((run / "lora_base.json").read_text())
+  assert base["path"] == "init(seed=0)" and len(base["hash"]) == 16
+
+
+def test_a_resume_continues_on_the_same_base_and_refuses_another(run, capsys):
+  assert _main(run, "--config.steps=3") == 0
+  assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [
+    1,
+    2,
+    3,
+  ]
+  # Another base (a fresh init of another seed), the config change allowed: refused at restore.
+  code = _main(run, "--config.steps=4", "--config.seed=1", "--allow_config_change")
+  err = capsys.readouterr().err
+  assert code == 2 and "init(seed=0)" in err and "init(seed=1)" in err, err
+  assert json.loads((run / "config.json").read_text())["config"]["seed"] == 0  # nothing written
+
+
+def test_export_writes_merged_weights_and_a_peft_adapter(run):
+  out = run / "hf"
+  assert _main(run, "--mode=export", "--step=2", "--out", str(out)) == 0
+  config = json.loads((out / "lora" / "adapter_config.json").read_text())
+  assert config["peft_type"] == "LORA" and config["r"] == 4
+  assert sorted(config["target_modules"]) == ["q_proj", "up_proj", "v_proj"]
+  tensors = safetensors.numpy.load_file(out / "lora" / "adapter_model.safetensors")
+  assert tensors and all(".lora_A.weight" in k or ".lora_B.weight" in k for k in tensors)
+  # The checkpoint's adapters under PEFT's names and layout (A (r, d_in), B (d_out, r)).
+  saved = ocp.StandardCheckpointer().restore(run / "checkpoints" / "2" / "default")["params"]
+  want = lora.peft_tensors(jax.device_get(saved))
+  assert sorted(tensors) == sorted(want)
+  for k, v in want.items():
+    np.testing.assert_array_equal(tensors[k], v, err_msg=k)
