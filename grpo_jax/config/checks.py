@@ -119,12 +119,6 @@ def _check_data(e) -> None:
       f"config key data.chat_template = {d.chat_template!r} is neither 'auto', 'none' nor an "
       "existing template file"
     )
-  if e.model.lora.rank and e.warmstart.enabled:
-    fail(
-      "config key model.lora.rank > 0 trains adapters on the base as loaded, and only the "
-      "adapters are checkpointed: set warmstart.enabled = False (a warm-started base would be "
-      "lost on resume)"
-    )
   if d.task == "math" and e.warmstart.enabled and not d.train_path:
     from grpo_jax.data.math import TRAIN_SETS, has_solutions
 

@@ -8,6 +8,7 @@ SAMPLES = "samples.jsonl"  # a few sampled rollouts per step
 RESULTS = "results.json"  # a finished run's summary
 WARMSTART = "warmstart.json"  # the warm start's loss and pass@1 history
 LORA_BASE = "lora_base.json"  # LoRA: the base the adapters belong to (path, content hash)
+LORA_WARM_BASE = "lora_base"  # LoRA after a warm start: the warm-started base, saved once
 STRATEGY_PREVIEWS = "strategy_previews.json"  # success rate per preview (two-stage runs)
 WANDB_ID = "wandb_id.txt"  # the W&B run id, so a resumed run continues it
 CHECKPOINTS = "checkpoints"  # orbax step directories
@@ -74,4 +75,5 @@ __all__ = [
   "WANDB_ID",
   "WARMSTART",
   "LORA_BASE",
+  "LORA_WARM_BASE",
 ]

@@ -52,3 +52,15 @@ def abstract_like(state, shardings):
   return jax.tree.map(
     lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, shardings
   )
+
+
+def save_tree(path: paths.PathLike, tree) -> None:
+  """One pytree written once (orbax, every process its shards), e.g. LoRA's warm-started base."""
+  checkpointer = ocp.StandardCheckpointer()
+  checkpointer.save(paths.absolute(path), tree)
+  checkpointer.wait_until_finished()
+
+
+def restore_tree(path: paths.PathLike, abstract_tree):
+  """:func:`save_tree`'s tree, restored into ``abstract_tree``'s shapes and shardings."""
+  return ocp.StandardCheckpointer().restore(paths.absolute(path), abstract_tree)

@@ -37,7 +37,7 @@ from grpo_jax.sampling.policy import Policy, SampleSettings
 from grpo_jax.sampling.weights import sampler_copy
 from grpo_jax.sharding import distributed
 from grpo_jax.train import autofit, console, fit
-from grpo_jax.train.checkpoint import Checkpointer, abstract_like
+from grpo_jax.train.checkpoint import Checkpointer, abstract_like, restore_tree, save_tree
 from grpo_jax.train.length_buckets import LengthAwareUpdate
 from grpo_jax.train.metrics import MetricsWriter
 from grpo_jax.train.optimizer import make_optimizer
@@ -248,6 +248,8 @@ def initial_state(run: Run) -> TrainState:
   state = shard_lib.init_sharded(init, params, placed, shardings)
   if s.lora is not None:
     run.write_json(names.LORA_BASE, lora_base(e))
+    if e.warmstart.enabled:  # the base is no longer the model as built: kept, once
+      save_tree(run.workdir / names.LORA_WARM_BASE, state.base)
   run.ckpt.save(0, state)
   run.ckpt.wait()
   return state
@@ -275,13 +277,17 @@ def check_lora_base(e: Experiment, workdir: epath.Path) -> None:
 
 
 def restore(run: Run, step: int) -> TrainState:
-  """The checkpoint of ``step``; with LoRA the adapters on the base as built, refused (naming
-  both) when the checkpoint belongs to another base."""
+  """The checkpoint of ``step``; with LoRA the adapters on their base (the model as built, or
+  the warm-started base saved once), refused (naming both) when they belong to another base."""
   s = run.s
   state = run.ckpt.restore(run.abstract_state(), step)
   if s.lora is None:
     return state
   check_lora_base(run.e, run.workdir)
+  warm = run.workdir / names.LORA_WARM_BASE
+  if warm.exists():  # the warm-started base, as saved once
+    abstract = abstract_like(s.state_shapes.base, s.state_shardings.base)
+    return state.replace(base=restore_tree(warm, abstract))
   frozen = compute_params(s.params, run.e.model.dtype)
   return state.replace(base=shard_lib.place(frozen, s.state_shardings.base))
 

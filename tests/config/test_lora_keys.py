@@ -63,11 +63,3 @@ def test_the_group_is_not_a_value():
   raw["model"]["lora"] = 8  # a hand-edited config.json
   with pytest.raises(ValueError, match="model.lora is a group of keys"):
     experiment.build(ConfigDict(raw))
-
-
-def test_lora_with_a_warm_start_fails_at_load():
-  """Only the adapters are checkpointed: a warm-started base would be lost on resume."""
-  load = lambda *o: config_file.load(TINY, ["model.lora.rank=4", *o])
-  with pytest.raises(ValueError, match="model.lora.rank > 0 .* warmstart.enabled = False"):
-    load("warmstart.enabled=true")
-  assert load("warmstart.enabled=false").model.lora.rank == 4

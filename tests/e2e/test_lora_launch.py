@@ -11,6 +11,8 @@ import orbax.checkpoint as ocp
 import pytest
 import safetensors.numpy
 
+from grpo_jax import data, models
+from grpo_jax.config import files as config_file
 from grpo_jax.models import lora
 from grpo_jax.runs import launcher
 
@@ -71,3 +73,21 @@ def test_export_writes_merged_weights_and_a_peft_adapter(run):
   assert sorted(tensors) == sorted(want)
   for k, v in want.items():
     np.testing.assert_array_equal(tensors[k], v, err_msg=k)
+
+
+def test_a_warm_started_base_is_kept_once_and_resumed(tmp_path):
+  """The warm start moves the base: it is saved once beside the checkpoints (not at every
+  step), a resume reads it back, and it differs from the model as built."""
+  workdir = tmp_path / "warm"
+  warm = ["--config.warmstart.enabled=true", "--config.warmstart.max_steps=20"]
+  warm += ["--config.warmstart.check_every=10", "--config.warmstart.target_pass1=1.0"]
+  assert _main(workdir, "--config.steps=1", *warm) == 0
+  base = ocp.StandardCheckpointer().restore(workdir / "lora_base")
+  e = config_file.load(TINY, [])
+  model_cfg = models.ModelConfig.from_config(e.model, vocab_size=len(data.build_task(e).tokenizer))
+  built = models.init_params(model_cfg, e.seed)[1]
+  flat = lambda t: np.concatenate([np.ravel(np.asarray(x, np.float32)) for x in jax.tree.leaves(t)])
+  assert flat(base).shape == flat(built).shape
+  assert not np.allclose(flat(base), flat(built))  # the warm start moved it
+  assert _main(workdir, "--config.steps=2", *warm) == 0
+  assert not (workdir / "checkpoints" / "2" / "default" / "base").exists()
