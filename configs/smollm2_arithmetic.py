@@ -30,8 +30,8 @@ pass@1 and pass@4 with bootstrap 95% CIs. Measured times and results:
 docs/results/2026-12-03_smollm2_learns.md.
 
 ``:lora=1`` trains rank-1 adapters on every projection at 10x the rate (the warm start stays a
-full fine-tune, its base saved once). ``:tiny=1`` is the shrink the test suite runs (two prompts, short completions, no evaluation,
-the set's first 256 problems).
+full fine-tune, its base saved once). ``:tiny=1`` is the shrink the test suite runs (two
+prompts, short completions, no evaluation, the set's first 256 problems).
 """
 
 import os
