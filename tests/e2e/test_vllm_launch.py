@@ -100,3 +100,18 @@ def test_strategy_previews_on_vllm_through_the_launcher(smollm2_2layer_dir, laun
     assert row["strategy/preview_len_mean"] > 0  # previews drawn and kept
     assert 0 <= row["mismatch/kl"] < 1e-6, row["mismatch/kl"]
   assert "vllm engine" in proc.stdout + proc.stderr
+
+
+def test_lora_adapters_reach_vllm_merged(smollm2_2layer_dir, launcher_env, tmp_path):
+  """LoRA (rank 4 on every projection): vLLM gets the base with the adapters merged in before
+  each step, and the trainer's log-probs of its tokens (the unmerged adapters on the frozen
+  base) agree with vLLM's as closely as without LoRA; step 1 trained the adapters (B ≠ 0), so
+  step 2 samples from a changed, pushed model."""
+  env = dict(launcher_env(devices=1, optimize=True), OMP_NUM_THREADS="1")
+  lora = ("--config.sampling.engine=vllm", "--config.model.lora.rank=4")
+  rows, out = _launch(env, smollm2_2layer_dir, tmp_path / "lora", *lora)
+  assert [r["step"] for r in rows] == [1, 2]
+  for row in rows:
+    assert row["time/weight_push_s"] > 0 and row["grad/norm"] > 0
+    assert 0 <= row["mismatch/kl"] < 1e-6, row["mismatch/kl"]
+  assert (tmp_path / "lora" / "lora_base.json").exists()
