@@ -207,11 +207,20 @@ def _eval_cfg(cfg: Experiment) -> Experiment:
 
 
 def reshard_program(s: Shapes) -> Program:
-  """The masters' move to the sampler's copy (``train.run.setup``'s ``to_sampler``)."""
-  train = shard_lib.state_shardings(s.params, s.mesh, shard_lib.rules_for(s.cfg.mesh))
+  """The masters' move to the sampler's copy (``train.run.setup``'s ``to_sampler``); with LoRA
+  the frozen base with the adapters merged in, moved to the sampler's layout
+  (``train.run.Setup.weights``, then ``to_sampler``)."""
   shardings = jax.tree.map(lambda x: x.sharding, sampler_params(s))
-  fn = sampler_copy(s.cfg.model.dtype, shardings)
-  return Program("reshard", fn, (abstract(s.params, train),), {}, 0.0)
+  spec = lora.LoraSpec.from_config(s.cfg.model.lora)
+  if spec is None:
+    train = shard_lib.state_shardings(s.params, s.mesh, shard_lib.rules_for(s.cfg.mesh))
+    fn = sampler_copy(s.cfg.model.dtype, shardings)
+    return Program("reshard", fn, (abstract(s.params, train),), {}, 0.0)
+  _, state, _ = train_state(s)
+  dtype = s.cfg.model.dtype
+  merged = lambda base, adapters: lora.merge(base, adapters, spec.alpha, spec.rank)
+  fn = jax.jit(lambda b, a: compute_params(merged(b, a), dtype), out_shardings=shardings)
+  return Program("reshard", fn, (state.base, state.params), {}, 0.0)
 
 
 def update_batch(s: Shapes):

@@ -87,6 +87,26 @@ def test_update_arguments_are_the_sharded_state_and_batch(topo, overrides):
     assert sharded_bytes(replicated) > sharded_bytes(state)
 
 
+def test_lora_compiles_with_a_frozen_base_and_a_smaller_state():
+  """LoRA's update and reshard compile for the TPU: the update takes the frozen base and the
+  adapters (no reference copy, no float32 master or moments of the base), so its arguments are
+  smaller than full fine-tuning's with the same KL; the reshard merges the adapters in."""
+  lora_ = (*FSDP_TP, "model.lora.rank=4", "loss.kl_coef=0.1", "model.dtype=bfloat16")
+  sizes = {}
+  for name, overrides in (("full", lora_[:-3] + lora_[-2:]), ("lora", lora_)):
+    s, shapes = _setup("v5p:2x2x1", overrides)
+    p = programs.update_program(s)
+    state, _ = p.args
+    assert (state.base is None) == (name == "full") and (state.ref_params is None) == (
+      name == "lora"
+    )
+    sizes[name] = _compile(p, s, shapes).memory["argument"]
+    reshard = programs.reshard_program(s)
+    assert len(reshard.args) == (2 if name == "lora" else 1)
+    _compile(reshard, s, shapes)
+  assert sizes["lora"] < sizes["full"], sizes
+
+
 def test_replicated_update_gathers_no_parameter():
   s, shapes = _setup("v5e:2x2")  # data 4: parameters replicated
   assert _compile(programs.update_program(s), s, shapes).param_gathers == ()
