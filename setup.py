@@ -6,6 +6,8 @@ setup(
     version="0.1.0",
     description="JAX-native GRPO/DAPO/GSPO with strategy subgroup offsets and HA-DW",
     packages=find_packages(include=["grpo_jax", "grpo_jax.*"]),
+    # strategy files shipped with the package (strategy.file = "arithmetic")
+    package_data={"grpo_jax.strategy": ["files/*.jsonl"]},
     python_requires=">=3.11",
     install_requires=[
         "jax>=0.7.1",  # jax.set_mesh

@@ -22,6 +22,16 @@ from grpo_jax.advantages.noise import matched_noise
 from grpo_jax.advantages.normalize import SCALE_OF, SCALES, normalize
 from grpo_jax.advantages.offset_controls import OFFSET_CONTROLS, get_offset_control
 from grpo_jax.advantages.offsets import GroupStats, group_stats, valid_rows
+from grpo_jax.advantages.partition import (
+  PARTITION_KEYS,
+  STRENGTH_SCOPES,
+  STRENGTHS,
+  Partition,
+  diagnostics,
+  partition_stats,
+  reliability,
+  shrink,
+)
 from grpo_jax.advantages.shuffle import SCOPES, offset_permutation, recentring_mean
 
 __all__ = [
@@ -32,12 +42,17 @@ __all__ = [
   "aux_keys",
   "BASELINES",
   "OFFSET_CONTROLS",
+  "PARTITION_KEYS",
+  "Partition",
+  "STRENGTHS",
+  "STRENGTH_SCOPES",
   "SCALES",
   "SCALE_OF",
   "SCOPES",
   "SIGMA_OF",
   "GroupStats",
   "compute",
+  "diagnostics",
   "get_baseline",
   "get_offset_control",
   "group_stats",
@@ -47,8 +62,11 @@ __all__ = [
   "matched_noise",
   "normalize",
   "offset_permutation",
+  "partition_stats",
   "recentring_mean",
+  "reliability",
   "row_offsets",
+  "shrink",
   "update_anchor",
   "valid_rows",
 ]

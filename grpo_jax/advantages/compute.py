@@ -4,6 +4,7 @@
   A_i = Ã_i / (σ + ε)                    (§2; or Ã_i with scale='none')
   A_i ← Φ_i·A_i                          (§3; HA-DW, when hadw.enabled, after normalisation)
                                          (p̂_g and y_t from the raw accuracy, see ``compute``)
+  b_i = μ_g + α·λ_g·δ_s(i)               (§7.19; advantage.offset_strength = 'shrunk')
   A_i = 0 for padded rows and for every row of a group whose rewards are all equal (§2.6).
 
 Config values are read at trace time, so ``jax.jit(functools.partial(compute, cfg=cfg))``
@@ -24,6 +25,13 @@ from grpo_jax.advantages.hadw import hadw_weights, update_anchor
 from grpo_jax.advantages.normalize import normalize, zero_rounding
 from grpo_jax.advantages.offset_controls import get_offset_control
 from grpo_jax.advantages.offsets import group_stats, valid_rows
+from grpo_jax.advantages.partition import (
+  PARTITION_KEYS,
+  STRENGTHS,
+  diagnostics,
+  partition_stats,
+  shrink,
+)
 
 BASE_KEYS = ("adv/mean", "adv/abs_mean", "adv/zero_std_frac", "hadw/batch_acc")
 HADW_KEYS = (
@@ -35,15 +43,17 @@ HADW_KEYS = (
   "hadw/phi_boosted_mean",
   "hadw/phi_damped_mean",
 )
-AUX_KEYS = (*BASE_KEYS, *HADW_KEYS, "adv/offset_abs_mean", "adv/subgroups_per_prompt")
+SUBGROUP_KEYS = ("adv/subgroups_per_prompt", *PARTITION_KEYS)
+AUX_KEYS = (*BASE_KEYS, *HADW_KEYS, "adv/offset_abs_mean", *SUBGROUP_KEYS)
 
 
 def aux_keys(adv, hadw, subgroups: bool) -> tuple[str, ...]:
   """The metrics :func:`compute` returns: HA-DW's with ``hadw.enabled``, the offsets' size with
-  an offset baseline, subgroups per prompt when subgroup ids are given."""
+  an offset baseline, subgroups per prompt and the partition diagnostics (METHODS §7) when
+  subgroup ids are given."""
   keys = BASE_KEYS + HADW_KEYS * hadw.enabled
   keys += ("adv/offset_abs_mean",) * (adv.baseline in USES_OFFSETS)
-  return keys + ("adv/subgroups_per_prompt",) * subgroups
+  return keys + SUBGROUP_KEYS * subgroups
 
 
 class Rewards(NamedTuple):
@@ -128,11 +138,21 @@ def compute(
   valid_N = valid_rows(group_ids_N, subgroup_ids_N)
   stats = group_stats(rewards_N, group_ids_N, subgroup_ids_N, valid_N)
   live_N = valid_N & ~stats.degenerate_N  # rows that can carry a non-zero advantage
+  if adv_cfg.offset_strength not in STRENGTHS:
+    raise ValueError(
+      f"advantage.offset_strength must be one of {list(STRENGTHS)}, got {adv_cfg.offset_strength!r}"
+    )
+  shrunk = adv_cfg.offset_strength == "shrunk" and adv_cfg.baseline in USES_OFFSETS
+  if has_subgroups or shrunk:  # §7: the partition's between/within sums
+    part = partition_stats(rewards_N, group_ids_N, subgroup_ids_N, valid_N, stats)
 
-  # §1: baseline and raw advantage.
+  # §1: baseline and raw advantage (§7.19: offsets scaled by λ_g of the real partition, also
+  # when a control replaced them).
   baseline_fn = get_baseline(adv_cfg.baseline)
   if adv_cfg.baseline in USES_OFFSETS:
     offset_N = row_offsets(stats, subgroup_ids_N, group_ids_N, valid_N, adv_cfg, rng)
+    if shrunk:
+      offset_N = shrink(offset_N, part, group_ids_N, valid_N, adv_cfg.offset_strength_scope)
   else:
     offset_N = jnp.zeros_like(rewards_N)
   raw_N = baseline_fn(rewards_N, stats, offset_N, adv_cfg.offset_coef)
@@ -186,5 +206,6 @@ def compute(
   if has_subgroups:
     n_subgroups = jnp.sum(stats.subgroup_valid_S.astype(jnp.float32))
     aux["adv/subgroups_per_prompt"] = n_subgroups / n_groups_safe
+    aux.update(diagnostics(part))
   aux = {k: jnp.asarray(v, jnp.float32) for k, v in aux.items()}
   return adv_N, new_anchor, aux

@@ -18,8 +18,18 @@ class Strategy(Group):
   num_previews: int = spec(4, ge=1, doc="K")
   source: str = spec(
     "presampled",
-    choices=("online", "presampled"),
-    doc="presampled (drawn once by the initial policy) | online (by the current policy)",
+    choices=("online", "presampled", "file"),
+    doc=(
+      "presampled (drawn once by the initial policy) | online (by the current policy) | file "
+      "(K of strategy.file's hints per prompt, drawn each step)"
+    ),
+  )
+  file: str = spec(
+    "",
+    doc=(
+      "with source = 'file': a JSONL of {id, strategies: [text, ...]} rows (id '*' serves "
+      "every problem without a row), or a shipped file's name ('arithmetic')"
+    ),
   )
   max_preview_tokens: int = spec(4, ge=1, doc="the preview's budget; responses hold it too")
   preview_template: str = spec("", doc="text after the prompt that asks for the preview")
@@ -40,6 +50,13 @@ class Strategy(Group):
   def check(self):
     if self.enabled and not self.delimiter:
       fail("config key strategy.delimiter = '' must be a non-empty stop string")
+    if self.enabled and self.source == "file" and not self.file:
+      fail("config key strategy.source = 'file' needs strategy.file (a JSONL path or 'arithmetic')")
+    if self.enabled and self.source == "file" and self.train_on_preview:
+      fail(
+        "config key strategy.train_on_preview = True with strategy.source = 'file': a hint "
+        "from the file is not the policy's action, so it cannot be trained on"
+      )
 
 
 @group("reward")
@@ -113,6 +130,29 @@ class Advantage(Group):
   offset_magnitude_scramble_rebalance: bool = spec(
     True, doc="scale both signs' scrambled offsets back to the real mass (zero-sum advantages)"
   )
+  offset_strength: str = spec(
+    "fixed",
+    choices=("fixed", "shrunk"),
+    doc=(
+      "fixed: b_i = mu_g + alpha * delta_s; shrunk: mu_g + alpha * lambda_g * delta_s, lambda_g "
+      "the empirical-Bayes reliability of group g's offsets (METHODS 7.19)"
+    ),
+    registry="grpo_jax.advantages.partition.STRENGTHS",
+  )
+  offset_strength_scope: str = spec(
+    "batch",
+    choices=("batch", "group"),
+    doc="shrunk: the between-subgroup variance tau^2 pooled over the step, or each group's own",
+    registry="grpo_jax.advantages.partition.STRENGTH_SCOPES",
+  )
+
+  def check(self):
+    if self.offset_strength == "shrunk" and self.baseline != "subgroup_offset":
+      fail(
+        "config key advantage.offset_strength = 'shrunk' scales the offsets of "
+        f"advantage.baseline = 'subgroup_offset'; with {self.baseline!r} it has no effect "
+        "(or set advantage.offset_strength = 'fixed')"
+      )
 
 
 @group("hadw")

@@ -5,7 +5,7 @@ Batch layout (N = B·G rows, C = prompt + template slots, R = M + T response slo
   tokens_NxL          [prompt ⊕ template, left-padded to C | preview ⊕ completion, right-padded]
   completion_mask_NxT completion tokens (+ preview tokens when ``strategy.train_on_preview``)
   sample_logps_NxT    aligned with the response (preview log-probs come from whoever wrote the
-                      preview: the initial policy when presampled)
+                      preview: the initial policy when presampled, 0 for a strategy file's)
   subgroup_ids_N      global preview index b·K + k (merged previews share the smaller one)
   lengths_N           completion tokens only; truncated_N stage 2's (no stop token)
 The preview is context, never rewarded: the reward reads the completion text only (prefixed by
@@ -30,6 +30,7 @@ from grpo_jax.sampling.policy import Policy
 from grpo_jax.sharding import distributed
 from grpo_jax.strategy import layout
 from grpo_jax.strategy import previews as stages
+from grpo_jax.strategy.hints import load_strategy_file
 from grpo_jax.strategy.presample import (
   PresampleError,
   PresamplePlan,
@@ -57,6 +58,9 @@ class TwoStageRollout:
     self.spec = stages.PreviewSpec.from_config(cfg.strategy, task.tokenizer, task.stop_ids)
     self.prompt_len = task.prompt_len + len(self.spec.template_ids)  # P of the update batch
     self.presampled = None
+    # source = 'file': read and checked here, before any model is built (a bad row stops the load)
+    s = cfg.strategy
+    self.hints = load_strategy_file(s.file, task, self.spec) if s.source == "file" else None
     self.stats = PreviewStats()
     engine = build_engine(cfg)  # vLLM: the process's one engine
     self.engine = None if engine.name == "jax" else engine  # None: our sampler on the mesh
@@ -64,8 +68,9 @@ class TwoStageRollout:
   def describe(self) -> str:
     G, K = self.cfg.sampling.group_size, self.spec.num_previews
     counts = layout.allocate(G, K).tolist()
+    source = f" of {self.hints.path}" if self.hints is not None else ""
     return (
-      f"strategy sampling: K={K} {self.cfg.strategy.source} previews, completions per "
+      f"strategy sampling: K={K} {self.cfg.strategy.source} previews{source}, completions per "
       f"preview {counts} (G={G}, remainder {G % K} spread over the first previews; "
       f"{self.cfg.sampling.engine} engine)"
     )
@@ -95,7 +100,7 @@ class TwoStageRollout:
   def sample(self, policy: Policy, problems, group_size: int, rng, online: bool = False):
     """Both stages for ``problems``, graded and packed (see the module doc); also returns the
     preview text of each row (``texts_N``). ``online``: fresh previews from ``policy`` even
-    when a presample is open (held-out prompts are never presampled)."""
+    when a presample or a strategy file is open (held-out prompts are in neither)."""
     task, spec, K = self.task, self.spec, self.spec.num_previews
     context_BxC, context_mask_BxC = stages.make_context(*task.encode_prompts(problems), spec)
     key_preview, key_completion = jax.random.split(rng)
@@ -105,6 +110,8 @@ class TwoStageRollout:
       policy = policy.replace(engine=self.engine)
     if self.presampled is not None and not online:
       previews = self.presampled.previews(task, problems)
+    elif self.hints is not None and not online:  # K of the file's strategies, from this step's key
+      previews = self.hints.previews(task, problems, key_preview)
     else:
       previews = stages.draw_previews(
         policy, context_BxC, context_mask_BxC, key_preview, spec, task.decode

@@ -5,6 +5,7 @@
   layout.py     host bookkeeping: allocation G → counts_K, subgroup ids, packing preview ⊕
                 completion, the ``strategy/*`` metrics
   presample.py  the presample store: previews drawn once by the initial policy
+  hints.py      strategies a researcher writes: previews read from a JSONL file
   stats.py      success rate per preview over a run (``strategy_previews.json``)
 
 :func:`is_two_stage` says whether a config samples in two stages, :func:`id_units` what ids its

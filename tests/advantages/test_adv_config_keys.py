@@ -34,14 +34,24 @@ def base(**kw):
   return experiment.of(cfg)  # typed; the run-level cross-group rules are not the math's
 
 
-def outputs(cfg, steps=3):
+# A partition whose offsets are partly reliable (0 < λ_g < 1) and differ between the scopes of
+# advantage.offset_strength_scope: prompt 0 carries signal, prompt 6 none.
+SIGNAL = (
+  np.array([1, 1, 0, 0, 0, 0, 1, 0, 1, 0, 0.5], np.float32),
+  GID,
+  np.array([1, 1, 1, 2, 2, 2, 7, 7, 8, 8, -1], np.int32),
+)
+
+
+def outputs(cfg, steps=3, batch=(R, GID, SID)):
   """Advantages of the last of ``steps`` calls (anchor threaded), plus the final anchor."""
   anchor = adv_lib.init_anchor(cfg.hadw)
   rng = np.random.default_rng(0)
+  last, gid, sid = batch
   for t in range(steps):
-    r = R if t == steps - 1 else (rng.random(R.shape) < 0.3 + 0.3 * t).astype(np.float32)
+    r = last if t == steps - 1 else (rng.random(R.shape) < 0.3 + 0.3 * t).astype(np.float32)
     adv, anchor, _ = adv_lib.compute(
-      r, GID, SID, cfg.advantage, cfg.hadw, anchor, jax.random.key(7)
+      r, gid, sid, cfg.advantage, cfg.hadw, anchor, jax.random.key(7)
     )
   return np.asarray(adv), np.concatenate([np.ravel(np.asarray(v)) for v in anchor.values()])
 
@@ -60,6 +70,9 @@ CASES = {
     {"advantage.offset_control": "magnitude_scramble"},
     False,
   ),
+  # R's partition is uninformative (τ̂² = 0): shrunk gives the anchor, α = 0.
+  "advantage.offset_strength": ({}, "shrunk"),
+  "advantage.offset_strength_scope": ({"advantage.offset_strength": "shrunk"}, "group"),
   "hadw.enabled": ({}, False),
   "hadw.anchor": ({}, "fixed"),
   "hadw.history": ({}, 1),
@@ -84,10 +97,11 @@ def test_flipping_key_changes_output(key):
     # ε only shows with a division: compare scale='group' at two ε values instead.
     start = {"advantage.scale": "group", "hadw.enabled": False}
     flipped = 1e-1
+  batch = SIGNAL if key == "advantage.offset_strength_scope" else (R, GID, SID)
   cfg_a = base(**start)
   cfg_b = base(**{**start, key: flipped})
-  adv_a, anchor_a = outputs(cfg_a)
-  adv_b, anchor_b = outputs(cfg_b)
+  adv_a, anchor_a = outputs(cfg_a, batch=batch)
+  adv_b, anchor_b = outputs(cfg_b, batch=batch)
   assert cfg_a[key.split(".")[0]][key.split(".")[1]] != flipped
   changed = adv_a.shape != adv_b.shape or not np.allclose(adv_a, adv_b, atol=1e-6)
   if anchor_a.shape == anchor_b.shape:

@@ -83,7 +83,8 @@ def ref_anchor_sequence(ys, h, kind, sigma_of, eta, include, fixed):
 
 
 def reference(rewards, gids, sids, o, src, anchor_c):
-  """Advantages by the METHODS formulas, one group at a time; ``src[s]`` = shuffle source."""
+  """Advantages by the METHODS formulas, one group at a time; ``src[s]`` = shuffle source;
+  ``o["shrink"][g]``, when given, λ_g of the shrunk offsets (METHODS §7.19)."""
   n = len(rewards)
   valid = [gids[i] >= 0 and sids[i] >= 0 for i in range(n)]
   g_rows, s_rows = {}, {}
@@ -116,7 +117,7 @@ def reference(rewards, gids, sids, o, src, anchor_c):
       elif o["baseline"] == "rloo":
         b = (total - rewards[i]) / (len(rows) - 1)
       else:
-        b = mu_g[g] + o["coef"] * row_off[i]
+        b = mu_g[g] + o["coef"] * o.get("shrink", {}).get(g, 1.0) * row_off[i]
       raw[i] = rewards[i] - b
   source = rewards if o["scale_of"] == "rewards" else raw
   batch_sigma = _std([float(source[i]) for i in range(n) if valid[i]])
