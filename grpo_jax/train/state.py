@@ -52,32 +52,25 @@ def init_state(params, optimizer: optax.GradientTransformation, e) -> TrainState
   the adapters (A random, B zero, float32) and the base is kept frozen in the compute dtype, with
   no optimizer moments of its own; the KL reference is the base itself."""
   spec = lora.LoraSpec.from_config(e.model.lora)
+  trained, base, ref_params = params, None, None
   if spec is not None:
     key = jax.random.fold_in(jax.random.PRNGKey(e.seed), LORA_KEY)
-    adapters = lora.init_adapters(params, spec.rank, spec.targets, key)
-    return TrainState(
-      params=adapters,
-      opt_state=optimizer.init(adapters),
-      anchor=advantages.init_anchor(e.hadw),
-      step=jnp.zeros((), jnp.int32),
-      rng=jax.random.PRNGKey(e.seed),
-      data_pos=jnp.zeros((), jnp.int32),
-      base=compute_params(params, e.model.dtype),
-    )
-  ref_params = None
-  if uses_reference(e):
+    trained = lora.init_adapters(params, spec.rank, spec.targets, key)
+    base = compute_params(params, e.model.dtype)
+  elif uses_reference(e):
     # A copy, not an alias: the update donates the state, and one buffer may not be donated
     # twice. Frozen, so its matrices are kept as the forward pass reads them (float32 masters
     # with bf16 compute: a bf16 reference, same log-probs, half the bytes).
     ref_params = jax.tree.map(jnp.copy, compute_params(params, e.model.dtype))
   return TrainState(
-    params=params,
-    opt_state=optimizer.init(params),
+    params=trained,
+    opt_state=optimizer.init(trained),
     anchor=advantages.init_anchor(e.hadw),
     step=jnp.zeros((), jnp.int32),
     rng=jax.random.PRNGKey(e.seed),
     data_pos=jnp.zeros((), jnp.int32),
     ref_params=ref_params,
+    base=base,
   )
 
 
