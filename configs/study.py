@@ -1,4 +1,4 @@
-"""The pre-registered CPU study (docs/study_design.md): 8 conditions × 16 seeds × 50 RL steps.
+"""The pre-registered CPU study (docs/study_design.md): 9 conditions × 16 seeds × 50 RL steps.
 
   python experiments/launch.py --config configs/study.py --sweep --workdir runs/study
   python experiments/study_report.py runs/study --out docs/study      # tables and verdicts
@@ -10,6 +10,9 @@ directories) keep both cores busy; the report reads both. Re-running a command s
 runs and resumes unfinished ones: in the work directories of the first 112 runs (the seven
 conditions before ``scramble``) it runs the 16 of ``scramble`` alone, about 15 minutes with
 the two processes. ``conditions=alpha=-0.5/scramble`` (names joined by ``/``) runs only those.
+``shrunk`` (added 2026-12-07) ran in one process beside reruns of ``anchor`` and ``alpha=-0.5``
+(``conditions=shrunk``, then ``conditions=anchor/alpha=-0.5``), the report pairing them with the
+earlier rows through ``--prior docs/study``.
 
 Every run is the mini-reproduction's (configs/mini_repro.py): the quickstart's tiny policy,
 a warm start to held-out pass@1 ≈ 0.15, B = 32 prompts × G = 8 per step. The conditions:
@@ -25,6 +28,8 @@ a warm start to held-out pass@1 ≈ 0.15, B = 32 prompts × G = 8 per step. The 
                   (H2', withdrawn: its runs stay in the sweep and the report, outside the family)
   scramble        α = −0.5, each plan keeps its offset's sign and takes the magnitude of another
                   plan of the prompt, rebalanced to zero-sum (added 2026-12-03 for H2'')
+  shrunk          α = −0.5 scaled by the partition's reliability λ (advantage.offset_strength =
+                  'shrunk', τ̂² pooled over the step): b = μ_g + α·λ_g·δ_s (added 2026-12-07 for H5)
 
 Runs of one seed share the warm start, the prompt stream and the evaluation draws (and the
 strategy conditions their presampled plans), so conditions are compared on common random
@@ -42,15 +47,23 @@ SEEDS = 16
 STRATEGY = {"strategy.enabled": True, "advantage.baseline": "subgroup_offset"}
 ONE_STAGE = {"strategy.enabled": False, "advantage.baseline": "group"}
 _UNSET = {"advantage.offset_control": "none", "hadw.enabled": False}
+# Keys the sweep gained after its first 128 runs, with the value those runs ran with. The sweep
+# sets one on a run only where it differs (run_overrides), so the earlier runs keep their names
+# (a re-run skips them), and the analysis reads a run without it as having that value
+# (study.label's absent).
+ADDED_KEYS = {"advantage.offset_strength": "fixed"}
 # Rebalanced to zero-sum by advantage.offset_magnitude_scramble_rebalance's default (True); the
 # key is left out of the runs' names, which must stay within a file name's 255 bytes.
 SCRAMBLE = {"advantage.offset_control": "magnitude_scramble"}
+# λ_g's τ̂² pooled over the step by advantage.offset_strength_scope's default ('batch'); the key is
+# left out of the names for the same reason.
+SHRUNK = {"advantage.offset_strength": "shrunk"}
 # name → overrides; every condition names the same keys, so the analysis labels each run by
 # them (grpo_jax.runs.study.label) and the aggregated table has one column each. Runs recorded
 # under the three boolean keys that advantage.offset_control replaced keep their directories
 # (grpo_jax.runs.recorded) and read as today's keys (grpo_jax.config.legacy).
 CONDITIONS = {
-  name: {**_UNSET, **overrides}
+  name: {**_UNSET, **ADDED_KEYS, **overrides}
   for name, overrides in {
     "grpo": {**ONE_STAGE, "advantage.offset_coef": 0.0},
     "grpo+hadw": {**ONE_STAGE, "advantage.offset_coef": 0.0, "hadw.enabled": True},
@@ -60,14 +73,22 @@ CONDITIONS = {
     "shuffle": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_control": "shuffle"},
     "noise": {**STRATEGY, "advantage.offset_coef": -0.5, "advantage.offset_control": "noise"},
     "scramble": {**STRATEGY, "advantage.offset_coef": -0.5, **SCRAMBLE},
+    "shrunk": {**STRATEGY, "advantage.offset_coef": -0.5, **SHRUNK},
   }.items()
 }
 
 
+def run_overrides(condition: dict) -> dict:
+  """A condition's overrides as its runs set them: the :data:`ADDED_KEYS` at their earlier value
+  left out."""
+  return {k: v for k, v in condition.items() if k not in ADDED_KEYS or v != ADDED_KEYS[k]}
+
+
 P8, P1 = "after/pass@8", "after/pass@1"
-# The design's family of six primary comparisons (grpo_jax.runs.study.Comparison fields; Holm
-# over all six). H2'' (the sign-keeping magnitude scramble against the real offsets) took H2''s
-# place on 2026-12-03, before any run of its condition (docs/study_design.md, "Changes to the
+# The design's family of eight primary comparisons (grpo_jax.runs.study.Comparison fields; Holm
+# over all eight). H2'' (the sign-keeping magnitude scramble against the real offsets) took H2''s
+# place on 2026-12-03, and H5a, H5b (shrunk offsets against the fixed ones and the anchor) joined
+# on 2026-12-07, each before any run of its condition (docs/study_design.md, "Changes to the
 # plan").
 PRIMARY = (
   ("H1a", "alpha=-0.5", "anchor", P8, +1),
@@ -76,6 +97,8 @@ PRIMARY = (
   ("H2b", "shuffle", "anchor", P8, -1),
   ("H2''", "scramble", "alpha=-0.5", P8, -1),
   ("H3", "grpo+hadw", "grpo", P1, +1),
+  ("H5a", "shrunk", "alpha=-0.5", P8, +1),
+  ("H5b", "shrunk", "anchor", P8, +1),
 )
 # Withdrawn from the family, reported unadjusted: H2' (shuffle − matched noise) has expected
 # Δ 0 whatever the offsets do, since at equal subgroup sizes the noise has the shuffle's mean
@@ -87,6 +110,7 @@ HYPOTHESES = {
   "H2": (("H2a", "H2b"), ("H2a",)),
   "H2''": (("H2''",), ("H2''",)),
   "H3": (("H3",), ("H3",)),
+  "H5": (("H5a", "H5b"), ("H5a",)),
 }
 STRATA_PAIR = ("grpo", "grpo+hadw")  # (reference, treated) of the difficulty strata
 
@@ -104,7 +128,7 @@ def sweep(add, arg=None):
   first = int(args.get("first_seed", 0))
   for seed in range(first, first + int(args.get("seeds", SEEDS))):
     for cond in pick(args.get("conditions")):
-      add(seed=seed, **cond)
+      add(seed=seed, **run_overrides(cond))
 
 
 def pick(names: str | None) -> list[dict]:

@@ -56,9 +56,12 @@ def test_planted_effect_is_found_and_judged(tmp_path):
   for fig in ("forest.png", "curves.png", "strata.png"):
     assert (out / fig).stat().st_size > 10_000
   runs = (out / "runs.csv").read_text().splitlines()
-  assert len(runs) == 1 + 8 * 6 and runs[0].startswith("condition,seed,status")
-  # H2'' (scramble − α = −0.5) is in the family of six; H2' is reported outside it.
-  assert [t["id"] for t in record["tests"]] == ["H1a", "H1b", "H2a", "H2b", "H2''", "H3"]
+  assert len(runs) == 1 + 9 * 6 and runs[0].startswith("condition,seed,status")
+  # H2'' (scramble − α = −0.5) and H5a, H5b (shrunk − α = −0.5, − anchor) are in the family of
+  # eight; H2' is reported outside it.
+  ids = ["H1a", "H1b", "H2a", "H2b", "H2''", "H3", "H5a", "H5b"]
+  assert [t["id"] for t in record["tests"]] == ids
+  assert tests["H5a"]["mean"] == pytest.approx(-0.05, abs=0.005) and tests["H5a"]["n"] == 6
   assert tests["H2''"]["n"] == 6 and tests["H2''"]["mean"] == pytest.approx(-0.05, abs=0.005)
   assert [t["id"] for t in record["withdrawn"]] == ["H2'"] and "p_holm" not in record["withdrawn"][
     0
@@ -69,7 +72,7 @@ def test_planted_effect_is_found_and_judged(tmp_path):
 def test_without_the_effect_h1_is_not_supported(tmp_path):
   root = fake_study.make(tmp_path / "seeds0", seeds=range(6), effect=0.0)
   rows = study.collect([root], fake_study.conditions(), absent=fake_study.added_keys())
-  assert len(rows) == 8 * 6  # runs without the keys added with the scramble are labelled too
+  assert len(rows) == 9 * 6  # runs without the key added with the shrunk arm are labelled too
   primary, hypotheses, _ = study.family(config_file.load_module(str(ROOT / "configs/study.py")))
   tests = study.primary_tests(rows, primary)
   assert abs(tests[0]["mean"]) < 0.005
@@ -105,6 +108,8 @@ def test_a_prior_report_stands_in_for_runs_that_are_gone(tmp_path):
     if "magnitude_scramble" in run.name:
       run.rename(new / run.name)
     elif "offset_coef=-0.5" in run.name and "offset_control=none" in run.name:
+      if "offset_strength" in run.name:  # shrunk: in the prior only
+        continue
       shutil.copytree(run, new / run.name)
   assert main([str(full), "--out", str(tmp_path / "first"), *config]) == 0
   argv = [str(new), "--out", str(tmp_path / "merged"), "--prior", str(tmp_path / "first")]
@@ -118,7 +123,7 @@ def test_a_prior_report_stands_in_for_runs_that_are_gone(tmp_path):
   assert sorted(map(key, merged["strata"])) == sorted(map(key, whole["strata"]))
   assert set(merged["curves"]["reward/mean"]) == set(fake_study.conditions())
   text = (tmp_path / "merged" / "report.md").read_text()
-  assert "30 runs are read from the prior report" in text and "; 5 runs here rerun" in text
+  assert "35 runs are read from the prior report" in text and "; 5 runs here rerun" in text
   # A rerun that differs from its earlier row breaks the pairing.
   rerun = next(p for p in new.iterdir() if "magnitude_scramble" not in p.name)
   results = json.loads((rerun / "results.json").read_text())
@@ -147,5 +152,5 @@ def test_runs_recorded_under_the_replaced_keys_give_the_same_report(tmp_path):
   names = [p.name for p in (tmp_path / "runsTrue").iterdir()]
   assert sum("advantage.offset_shuffle=true" in n for n in names) == 4
   assert not any("offset_control" in n for n in names)
-  assert len(record[True]["tests"]) == 6 and record[True]["tests"] == record[False]["tests"]
+  assert len(record[True]["tests"]) == 8 and record[True]["tests"] == record[False]["tests"]
   assert record[True]["verdicts"] == record[False]["verdicts"]

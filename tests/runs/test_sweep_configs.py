@@ -131,15 +131,15 @@ def test_dry_run_reads_a_gguf_checkpoints_shape(smollm2_gguf, smollm2_hf_dir):
 
 
 def test_study_sweep_is_the_preregistered_design():
-  """configs/study.py: 8 conditions × 16 seeds × 50 steps, plans masked from the loss; the
+  """configs/study.py: 9 conditions × 16 seeds × 50 steps, plans masked from the loss; the
   two seed halves partition the full sweep; every run is labelled with exactly one condition
-  that the analysis's primary (or withdrawn) comparisons name; the family is six, H2'' in
-  H2''s place."""
+  that the analysis's primary (or withdrawn) comparisons name; the family is eight, H2'' in
+  H2''s place, H5a and H5b added; the earlier 128 runs keep their names."""
   from grpo_jax.runs import study
 
   module = config_file.load_module("configs/study.py")
   runs = sweep.expand("configs/study.py")
-  assert len(runs) == 8 * 16
+  assert len(runs) == 9 * 16
   halves = sweep.expand("configs/study.py:first_seed=0,seeds=8")
   halves += sweep.expand("configs/study.py:first_seed=8,seeds=8")
   assert sorted(r.name for r in halves) == sorted(r.name for r in runs)
@@ -148,14 +148,15 @@ def test_study_sweep_is_the_preregistered_design():
   with pytest.raises(ValueError, match="unknown study conditions \\['scrambel'\\]"):
     sweep.expand("configs/study.py:conditions=scrambel")
   rows = [{"name": r.name, **r.overrides} for r in runs]
-  rows = study.label(rows, module.CONDITIONS)
+  rows = study.label(rows, module.CONDITIONS, module.ADDED_KEYS)
   assert len(rows) == len(runs)
   counts = {c: sum(r["condition"] == c for r in rows) for c in module.CONDITIONS}
   assert counts == dict.fromkeys(module.CONDITIONS, 16)
   primary, hypotheses, withdrawn = study.family(module)
   named = {c.a for c in primary + withdrawn} | {c.b for c in primary + withdrawn}
   assert named == set(module.CONDITIONS)
-  assert [c.id for c in primary] == ["H1a", "H1b", "H2a", "H2b", "H2''", "H3"]
+  assert [c.id for c in primary] == ["H1a", "H1b", "H2a", "H2b", "H2''", "H3", "H5a", "H5b"]
+  assert hypotheses["H5"] == (("H5a", "H5b"), ("H5a",))
   assert [c.id for c in withdrawn] == ["H2'"] and "H2'" not in hypotheses
   cfg = {
     c: sweep.load_run_config("configs/study.py", r)
@@ -166,6 +167,13 @@ def test_study_sweep_is_the_preregistered_design():
   assert noise.offset_control == "noise" and noise.offset_coef == -0.5
   assert scramble.offset_control == "magnitude_scramble" and scramble.offset_coef == -0.5
   assert scramble.offset_magnitude_scramble_rebalance
+  shrunk = cfg["shrunk"].advantage
+  assert (shrunk.offset_strength, shrunk.offset_strength_scope) == ("shrunk", "batch")
+  assert shrunk.offset_control == "none" and shrunk.offset_coef == -0.5
+  assert {c.advantage.offset_strength for n, c in cfg.items() if n != "shrunk"} == {"fixed"}
+  # offset_strength appears in the shrunk runs' names only: the others keep the names of the
+  # 128 runs recorded before the key was added.
+  assert [r["condition"] for r in rows if "offset_strength" in r["name"]] == ["shrunk"] * 16
   assert {c.advantage.offset_control for n, c in cfg.items() if n not in ("noise", "scramble")} == {
     "none",
     "shuffle",
