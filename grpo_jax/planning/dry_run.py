@@ -23,6 +23,7 @@ import jax
 from grpo_jax import models
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config.experiment import Experiment
+from grpo_jax.models.lora import LoraSpec
 from grpo_jax.planning import memory as memory_plan
 from grpo_jax.train import autofit
 from grpo_jax.train.state import uses_reference
@@ -97,6 +98,8 @@ def plan(cfg: Experiment, num_devices: int | None = None, target: str = "auto", 
     vocab_chunk=cfg.model.logps_vocab_chunk,
     micro_batches=max(1, rows // max(1, cfg.loss.num_minibatches) // micro),
     scanned=cfg.model.scan_layers,
+    lora=LoraSpec.from_config(cfg.model.lora),
+    sample_rules=cfg.mesh.sample_rules,
   )
   if hardware is not None:
     return DryRunPlan(shape, mcfg, hardware, work, memory_plan.plan(mcfg, shape, work, hardware))

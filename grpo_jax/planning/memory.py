@@ -10,6 +10,10 @@ dp = data·fsdp, tp = tensor, b = micro-batch rows per device):
   kv_cache    = 2 · layers · ⌈N_chunk / dp⌉ · L · Hk/tp · Dh · itemsize      (sampler)
   gradients   = params · (2 + [micro-batches > 1] + [scanned layers])       (this micro-batch's,
                 the optimizer's update, an accumulator, a scanned backward's stacked copy)
+  LoRA        (``Workload.lora``, METHODS §9): params = the adapters' float32 masters + the
+                frozen base in the compute dtype; optimizer moments and gradients of the
+                adapters only; no reference (the base is it); the sampler's copy is the
+                merged tree, always a new one (``train.run.Setup.weights``)
   activations = layers · b · L · D · itemsize                              (remat full: layer
                 inputs saved) + b · L · (3 · H/tp · L · 4 + 3 · F/tp · itemsize) (one layer's
                 recomputed working set: f32 attention scores, probabilities and their
@@ -31,6 +35,7 @@ import jax
 import numpy as np
 
 from grpo_jax import sharding as shard_lib
+from grpo_jax.models import lora as lora_lib
 from grpo_jax.models.hf_io import abstract_params
 from grpo_jax.models.model_config import ModelConfig
 from grpo_jax.models.transformer import compute_params
@@ -113,6 +118,8 @@ class Workload:
   sample_chunks: int = 1  # the sampler runs the N rows in this many sequential chunks
   micro_batches: int = 1  # per optimizer step: > 1 keeps a gradient accumulator
   scanned: bool = False  # model.scan_layers: the scan's backward stacks the layers' gradients
+  lora: lora_lib.LoraSpec | None = None  # model.lora: adapters trained on a frozen base
+  sample_rules: str = "sample"  # mesh.sample_rules: the sampler copy's layout
 
   @property
   def rows(self) -> int:
@@ -137,14 +144,22 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
   data, fsdp, tensor = mesh_shape
   mesh = shard_lib.abstract_mesh(mesh_shape)
   _, params = abstract_params(model)
-  opt = jax.eval_shape(optax.adamw(1e-6).init, params)
   train = lambda t: rules_lib.tree_shardings(t, rules_lib.TRAIN, mesh)
-  p_bytes = _device_bytes(params, train(params))
   # What the reference model keeps and the sampler reads: matrices in the compute dtype.
   cast = jax.eval_shape(lambda p: compute_params(p, model.dtype), params)
   cast_train = _device_bytes(cast, train(cast))
-  cast_sample = rules_lib.tree_shardings(cast, rules_lib.SAMPLE, mesh)
-  narrowed = cast_train < p_bytes
+  cast_sample = rules_lib.tree_shardings(cast, rules_lib.PRESETS[work.sample_rules], mesh)
+  trained, frozen = params, 0  # the optimizer's masters; LoRA: the adapters, beside the base
+  if work.lora is not None:
+    spec, key = work.lora, jax.random.key(0)
+    trained = jax.eval_shape(
+      lambda p: lora_lib.init_adapters(p, spec.rank, spec.targets, key), params
+    )
+    frozen = cast_train
+  opt = jax.eval_shape(optax.adamw(1e-6).init, trained)
+  p_bytes = _device_bytes(trained, train(trained))
+  narrowed = cast_train < _device_bytes(params, train(params))
+  new_copy = narrowed or fsdp > 1 or work.lora is not None
   itemsize = np.dtype(model.dtype).itemsize
   dp = data * fsdp
   kv_tp = tensor if model.num_kv_heads % tensor == 0 else 1
@@ -165,15 +180,15 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
   vocab_tp = tensor if vocab % tensor == 0 else 1
   logits = 2 * b * L * vocab // vocab_tp * 4
   out = {
-    "params": p_bytes,
+    "params": p_bytes + frozen,
     "optimizer": _device_bytes(opt, train(opt)),
     # This micro-batch's gradients and the optimizer's update; an accumulator over micro-batches;
     # a scanned backward's stacked layer gradients (compiled: Qwen3-8B on v5p-128, docs/scaling.md).
     "gradients": p_bytes * (2 + (work.micro_batches > 1) + work.scanned),
-    "reference": cast_train if work.reference else 0,
+    "reference": cast_train if work.reference and work.lora is None else 0,
     # The sampler's copy: the masters cast to the compute dtype, then moved to the sampler
-    # layout (``sampling.weights``); none when that is the masters themselves.
-    "sampler_params": _device_bytes(cast, cast_sample) if (narrowed or fsdp > 1) else 0,
+    # layout (``sampling.weights``); none when that is the masters themselves. LoRA: the merge.
+    "sampler_params": _device_bytes(cast, cast_sample) if new_copy else 0,
     "kv_cache": kv,
     "activations": saved + working + logits,
   }
