@@ -10,15 +10,26 @@ one vocabulary chunk of C columns at a time with an online logsumexp (Milakov & 
 
 with z = (h·W_c)/τ in float32. Each chunk's body is rematerialised, so the backward pass keeps
 only the B×L running statistics per chunk: peak memory O(B·L·C) instead of O(B·L·V).
+
+Under a mesh that splits W's vocabulary over t devices (tensor parallelism, ``sharding.rules``)
+chunk k holds the k-th piece of C/t columns of every device's slice, not V's k-th run of C
+columns: each device's slice is padded and cut in place, so the chunks stay split like W and
+no device gathers another's rows (padding V to K·C and cutting it would move rows across the
+slices' boundaries: on Qwen3-8B under tensor 8 that was an all-gather of W per micro-batch).
+Columns only change order, and the sums above do not depend on it; off a mesh (t = 1) the
+chunks are V's runs of C columns.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from grpo_jax.models.logprobs import Window, predicting_hidden, scored_window
+from grpo_jax.sharding import rules
 
 
 def hidden_and_unembedding(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mask_BxL, window):
@@ -28,6 +39,37 @@ def hidden_and_unembedding(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mas
   if model.lm_head is None:
     return h_BxTxD, model.embed_tokens.embedding[...], model.embed_tokens.dtype
   return h_BxTxD, model.lm_head.kernel[...].T, model.lm_head.dtype
+
+
+def vocab_shards(V: int) -> int:
+  """t: the devices the train rules split a V-entry vocabulary over under the current mesh
+  (``sharding.rules.TRAIN``'s vocab axis, where its size divides V); 1 off a mesh. Any divisor
+  of V gives the same log-probs: t orders the columns within the chunks (module doc)."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty:
+    return 1
+  spec = rules.spec_for(("vocab",), (V,), rules.TRAIN, mesh)
+  axes = spec[0] if len(spec) else None
+  if axes is None:
+    return 1
+  axes = (axes,) if isinstance(axes, str) else tuple(axes)
+  return math.prod(dict(mesh.shape)[a] for a in axes)
+
+
+def chunk_unembedding(w_VxD, vocab_chunk: int, t: int = 1):
+  """(w_KxCxD, ids_KxC, valid_KxC): W's rows in K chunks of C = t·⌈min(vocab_chunk, V)/t⌉
+  columns, chunk k the k-th piece of every one of the t slices (module doc); ``ids`` the
+  vocabulary id of each column, ``valid`` False on the padding."""
+  V, D = w_VxD.shape
+  Vs = V // t  # one slice's rows
+  Cs = -(-min(int(vocab_chunk), V) // t)  # one slice's columns of a chunk
+  K = -(-Vs // Cs)
+  w_txKxCsxD = jnp.pad(w_VxD.reshape(t, Vs, D), ((0, 0), (0, K * Cs - Vs), (0, 0)))
+  w_KxCxD = w_txKxCsxD.reshape(t, K, Cs, D).swapaxes(0, 1).reshape(K, t * Cs, D)
+  row_KxCs = jnp.arange(K)[:, None] * Cs + jnp.arange(Cs)[None, :]  # within a slice
+  ids_KxtxCs = jnp.arange(t)[None, :, None] * Vs + row_KxCs[:, None, :]
+  valid_KxtxCs = jnp.broadcast_to((row_KxCs < Vs)[:, None, :], ids_KxtxCs.shape)
+  return w_KxCxD, ids_KxtxCs.reshape(K, t * Cs), valid_KxtxCs.reshape(K, t * Cs)
 
 
 def chunked_token_logps(vocab_chunk: int = 8192):
@@ -51,17 +93,15 @@ def chunked_token_logps(vocab_chunk: int = 8192):
     h_BxLxD, w_VxD, dtype = hidden_and_unembedding(
       graphdef, params, tokens_BxL, mask_BxL, Window(first, share, packed)
     )
-    V, D = w_VxD.shape
-    C = min(int(vocab_chunk), V)
-    K = -(-V // C)
-    # Pad the vocabulary to K·C rows; padded columns get logit −inf (weight 0 in every sum).
-    w_KxCxD = jnp.pad(w_VxD, ((0, K * C - V), (0, 0))).reshape(K, C, D)
+    V = w_VxD.shape[0]
+    # Padded columns get logit −inf (weight 0 in every sum).
+    w_KxCxD, ids_KxC, valid_KxC = chunk_unembedding(w_VxD, vocab_chunk, vocab_shards(V))
     B, L1 = targets_BxL1.shape
 
     @jax.checkpoint
     def body(carry, inputs):
       m, s, u, picked = carry
-      w_CxD, k = inputs
+      w_CxD, col_C, valid_C = inputs
       # Operands in the compute dtype, the sums in float32 (``Transformer.logits``).
       z = jnp.einsum(
         "bld,cd->blc",
@@ -70,20 +110,19 @@ def chunked_token_logps(vocab_chunk: int = 8192):
         preferred_element_type=jnp.float32,
       )
       z = z / temperature
-      col_C = k * C + jnp.arange(C)
-      z = jnp.where(col_C < V, z, -jnp.inf)
+      z = jnp.where(valid_C, z, -jnp.inf)
       m_new = jnp.maximum(m, jnp.max(z, axis=-1))
       scale = jnp.exp(m - m_new)
       e = jnp.exp(z - m_new[..., None])
       s = s * scale + jnp.sum(e, axis=-1)
       u = u * scale + jnp.sum(jnp.where(e > 0, e * z, 0.0), axis=-1)
-      hit = col_C[None, None, :] == targets_BxL1[..., None]
+      hit = (col_C[None, None, :] == targets_BxL1[..., None]) & valid_C
       picked = picked + jnp.sum(jnp.where(hit, z, 0.0), axis=-1)
       return (m_new, s, u, picked), None
 
     zeros = jnp.zeros((B, L1), jnp.float32)
     init = (jnp.full((B, L1), -jnp.inf, jnp.float32), zeros, zeros, zeros)
-    (m, s, u, picked), _ = jax.lax.scan(body, init, (w_KxCxD, jnp.arange(K)))
+    (m, s, u, picked), _ = jax.lax.scan(body, init, (w_KxCxD, ids_KxC, valid_KxC))
     lse_BxL1 = m + jnp.log(s)
     if not with_entropy:
       return place(picked - lse_BxL1)
