@@ -7,7 +7,7 @@ Reads every run under the given sweep directories, labels it with its condition
 (``--config``'s CONDITIONS), and writes under ``--out``:
 
 - ``runs.csv``: one row per run (condition, seed, status, before / after pass@k, final metrics);
-- ``report.md``: per condition mean [95% t interval] over seeds; the six primary comparisons
+- ``report.md``: per condition mean [95% t interval] over seeds; the primary comparisons
   (paired Δ, t interval, p, Holm p, the smallest Δ detectable at 80% power); a verdict per
   hypothesis; the same comparisons on the other metric, unadjusted; the withdrawn comparisons,
   unadjusted and outside the family; pass@1 by difficulty stratum; RL's own effect

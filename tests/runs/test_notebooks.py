@@ -171,7 +171,7 @@ def test_results_notebook_shows_the_study(tmp_path, monkeypatch):
   start = next(i for i, c in enumerate(nb.cells) if c.source.startswith(heading))
   cells = [c for c in nb.cells[start:] if c.cell_type == "code"]
   text = _text_outputs(cells)
-  assert "48 finished study runs" in text and "seeds [0, 1, 2, 3, 4, 5]" in text
+  assert "54 finished study runs" in text and "seeds [0, 1, 2, 3, 4, 5]" in text
   assert re.search(r"^H1a\s+alpha=-0\.5\s+anchor\s+after/pass@8\s+6\s", text, re.M), text
   assert re.search(r"^H1: supported \(", text, re.M) and "H4: supported" in text
   # The same verdicts as the report's, from the same runs and bias file.
