@@ -1,5 +1,5 @@
-"""GRPO on Qwen3-1.7B (or 4B) with MATH on one TPU v5e-8 host: the slice most academic TPU users
-have (8 chips × 16 GiB HBM), sized with the compiler.
+"""GRPO on Qwen3-1.7B (or 4B, or 8B with LoRA) with MATH on one TPU v5e-8 host: the slice most
+academic TPU users have (8 chips × 16 GiB HBM), sized with the compiler.
 
   # check it fits before booking (a CPU host with the [tpu] extra; no TPU, no weights)
   JAX_PLATFORMS=cpu python experiments/launch.py --config configs/grpo_v5e8_qwen3.py \
@@ -16,7 +16,16 @@ GiB; B 32 needs 15.70): the sampler's KV cache of the B·G rows bounds it
 masters, Adam moments and the update's gradient buffers take 11 of the 14.4 GiB before any
 activation (15.26 GiB compiled at B 8); take a v6e-8 (32 GiB a chip) with the same mesh.
 
-Arguments: ``model`` (1.7b | 4b), ``B`` (prompts per step), ``G`` (group size), ``T`` (new
+Qwen3-8B fits with rank-16 LoRA (``model=8b``, all projections, α 32, 10× the rate): the base is
+frozen in bf16 (2 GiB a chip over tensor 8), and only the adapters have float32 masters and Adam
+moments. Its mesh is tensor 8 with no fsdp: a frozen base has no optimizer state to split, and
+the sampler then reads the train layout, so no decode step gathers a weight (under fsdp 4 ×
+tensor 2 the sampler's merged copy takes 8 GiB a chip, and sampling from the train layout
+gathers the weights in every decode step). B 21 × G 8 × T 2,048 is the largest B that fits
+(14.17 GiB; each prompt of 8 rows adds 0.42 GiB of KV cache, so B 22 needs 14.6 of the 14.4
+allowed).
+
+Arguments: ``model`` (1.7b | 4b | 8b), ``B`` (prompts per step), ``G`` (group size), ``T`` (new
 tokens), ``ckpt``.
 """
 
@@ -24,10 +33,11 @@ from grpo_jax.config import base_config, recipes
 from grpo_jax.config.files import parse_arg
 
 ARGS = ("model", "B", "G", "T", "ckpt")
-PRESETS = {"1.7b": "qwen3-1.7b", "4b": "qwen3_4b_base"}
-# 1.7B: the largest B × G × T that fits a v5e-8 per XLA (--mode=compile --target v5e-8); 4B: the
-# B compiled for the finding above (it fits no v5e-8).
-FITS = {"1.7b": (28, 8, 2048), "4b": (8, 8, 2048)}
+PRESETS = {"1.7b": "qwen3-1.7b", "4b": "qwen3_4b_base", "8b": "qwen3_8b_base"}
+# 1.7B and 8B (LoRA): the largest B × G × T that fits a v5e-8 per XLA (--mode=compile --target
+# v5e-8); 4B: the B compiled for the finding above (it fits no v5e-8).
+FITS = {"1.7b": (28, 8, 2048), "4b": (8, 8, 2048), "8b": (21, 8, 2048)}
+LORA = {"8b": 16}  # rank of the LoRA runs (model.lora, all_linear); full fine-tuning otherwise
 
 
 def get_config(arg=None):
@@ -52,6 +62,12 @@ def get_config(arg=None):
   cfg.mesh.data = 1
   cfg.mesh.fsdp = 4
   cfg.mesh.tensor = 2
+  if size in LORA:  # a frozen bf16 base: no fsdp, the sampler reads the train layout (doc)
+    cfg.model.lora.rank = LORA[size]
+    cfg.model.lora.alpha = 2.0 * LORA[size]
+    cfg.optimizer.learning_rate = 10 * cfg.optimizer.learning_rate
+    cfg.mesh.fsdp = 1
+    cfg.mesh.tensor = 8
   cfg.loss.micro_batch_size = cfg.mesh.data * cfg.mesh.fsdp  # one row per device a micro-batch
   cfg.eval.num_problems = 500
   cfg.eval.num_samples = 4
