@@ -73,6 +73,15 @@ HYPOTHESES = {
   "shrunk beats fixed (file)": (("P4",), ("P4",)),
 }
 STRATA_PAIR = ("self/anchor", "self/shrunk")  # (reference, treated) of the difficulty strata
+# The partition diagnostics over training (the report's --last_k 20: every step), and the
+# registered expectations E1a (the file's strategies separate the rewards beyond chance) and
+# E1b (self-written previews do not), per seed over the source's three two-stage conditions.
+SHARE, NULL = "final/strategy/between_share", "final/strategy/between_share_null"
+DESCRIBE = (SHARE, NULL, "final/strategy/offset_reliability", "final/adv/zero_std_frac")
+CONTRASTS = (
+  ("E1a", ("file/anchor", "file/fixed", "file/shrunk"), SHARE, NULL, "above"),
+  ("E1b", ("self/anchor", "self/fixed", "self/shrunk"), SHARE, NULL, "not above"),
+)
 
 
 def get_config(arg=None):

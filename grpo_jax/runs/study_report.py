@@ -47,6 +47,44 @@ def conditions_table(rows, conditions, k: int) -> str:
   return tables.markdown(["condition", "n", *metrics], lines)
 
 
+def describe_table(rows, conditions, metrics) -> str:
+  """Per condition, each of a config's ``DESCRIBE`` metrics: mean [95% t] over seeds."""
+  lines = []
+  for c in conditions:
+    done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
+    cells = [_interval(*aggregate.t_interval([r.get(m, math.nan) for r in done])) for m in metrics]
+    lines.append([c, len(done), *cells])
+  return tables.markdown(["condition", "n", *metrics], lines)
+
+
+def contrasts(rows, declared) -> list[dict]:
+  """A config's ``CONTRASTS``: (id, conditions, metric a, metric b, rule) each. Per seed, a − b
+  averaged over the conditions' finished runs; its mean and 95% t interval over seeds; ``holds``
+  by the rule: 'above' (the interval above 0) or 'not above' (it is not)."""
+  out = []
+  for cid, names, a, b, rule in declared:
+    per_seed: dict = {}
+    for r in rows:
+      if r["condition"] in names and r["status"] == "done" and a in r and b in r:
+        per_seed.setdefault(r[aggregate.SEED], []).append(r[a] - r[b])
+    mean, lo, hi = aggregate.t_interval([float(np.mean(v)) for v in per_seed.values()])
+    above = math.isfinite(lo) and lo > 0
+    holds = above if rule == "above" else not above
+    out.append({"id": cid, "conditions": list(names), "a": a, "b": b, "rule": rule})
+    out[-1] |= {"n": len(per_seed), "mean": mean, "lo": lo, "hi": hi, "holds": holds}
+  return out
+
+
+def contrasts_table(tests) -> str:
+  lines = [
+    [t["id"], ", ".join(t["conditions"]), f"{t['a']} − {t['b']}", t["n"]]
+    + [_interval(t["mean"], t["lo"], t["hi"], signed=True), t["rule"], str(t["holds"]).lower()]
+    for t in tests
+  ]
+  header = ["id", "conditions", "a − b (per seed, mean over the conditions)", "n", "[95% t]"]
+  return tables.markdown([*header, "holds if", "holds"], lines)
+
+
 def tests_table(tests, holm=True) -> str:
   header = ["id", "A − B", "metric", "n", "Δ [95% t]", "p"] + (
     ["Holm p", "detectable Δ"] if holm else []
@@ -226,9 +264,18 @@ def write(
     bias_table or "not measured",
     "",
   ]
+  described = getattr(module, "DESCRIBE", ())
+  if described:
+    head = f"## Training metrics (per run the mean over its last {last_k} steps)"
+    report += [head, "", describe_table(rows, names, described), ""]
+  contrast_tests = contrasts(rows, getattr(module, "CONTRASTS", ()))
+  if contrast_tests:
+    report += ["## Registered contrasts of the training metrics", ""]
+    report += [contrasts_table(contrast_tests), ""]
   (out / "report.md").write_text("\n".join(report))
   record = {"tests": tests, "secondary": other_tests, "withdrawn": withdrawn_tests}
   record |= {"verdicts": verdicts, "strata": strata, "curves": curves}
+  record |= {"contrasts": contrast_tests}
   (out / "tests.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
   study_plots.forest(tests).savefig(out / "forest.png", dpi=120)
   study_plots.training_curves(rows, names, record=curves).savefig(out / "curves.png", dpi=110)

@@ -82,11 +82,14 @@ def make(
       (run / "sweep_run.json").write_text(json.dumps(info))
       (run / "config.json").write_text("{}")
       noise = rng.normal(0, 0.002)
+      # a partition that separates the rewards (η² above its null) in the "file/" conditions
+      share = 0.2 + rng.normal(0, 0.01) + (0.3 if name.startswith("file/") else 0.0)
       after_k = level + (effect if name == better else 0.0) + noise
       metrics = [
         {"step": s + 1, "reward/mean": 0.2 + 0.01 * s, "loss/entropy": 0.4, "hadw/batch_acc": 0.3}
         | {"adv/offset_abs_mean": 0.1 * (name not in ("grpo", "grpo+hadw"))}
         | {"hadw/phi_mean": 1.2 * (name == "grpo+hadw"), "hadw/anchor": 0.25}
+        | {"strategy/between_share": share, "strategy/between_share_null": 0.2}
         for s in range(STEPS)
       ]
       (run / "metrics.jsonl").write_text("\n".join(json.dumps(m) for m in metrics) + "\n")

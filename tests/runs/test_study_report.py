@@ -94,6 +94,25 @@ def test_a_config_with_its_own_family(tmp_path):
   assert "| anchor+hadw − anchor |" in (out / "report.md").read_text()
 
 
+def test_the_signal_arm_reports_its_contrasts(tmp_path):
+  """configs/smollm2_signal.py: its family P1-P4 and the registered contrasts E1a (the file's
+  strategies' between-share above its null: planted) and E1b (self-written previews' not)."""
+  config = "configs/smollm2_signal.py"
+  root = fake_study.make(tmp_path / "arm", range(3), 0.05, config, better="file/shrunk", k=4)
+  out = tmp_path / "report"
+  argv = [str(root), "--out", str(out), "--config", str(ROOT / config), "--last_k", "20"]
+  assert report_module().main(argv) == 0
+  record = json.loads((out / "tests.json").read_text())
+  assert [t["id"] for t in record["tests"]] == ["P1", "P2", "P3", "P4"]
+  e1 = {t["id"]: t for t in record["contrasts"]}
+  assert e1["E1a"]["n"] == 3 and e1["E1a"]["mean"] == pytest.approx(0.3, abs=0.03)
+  assert e1["E1a"]["holds"] and e1["E1a"]["lo"] > 0
+  assert abs(e1["E1b"]["mean"]) < 0.03 and e1["E1b"]["holds"]
+  text = (out / "report.md").read_text()
+  assert "## Registered contrasts of the training metrics" in text and "| E1a |" in text
+  assert "final/strategy/offset_reliability" in text
+
+
 def test_a_prior_report_stands_in_for_runs_that_are_gone(tmp_path):
   """--prior: a condition added after the earlier run directories are gone (scramble), run beside
   a rerun of alpha=-0.5, gives the report of the whole study; a rerun that does not reproduce
