@@ -44,6 +44,12 @@ def check_experiment(e) -> None:
       f"advantage.baseline = {adv.baseline!r}: it replaces the offsets of 'subgroup_offset' "
       "(or set advantage.offset_control = 'none')"
     )
+  lora = e.model.lora
+  if lora.rank and lora.sampler == "unmerged" and s.engine != "jax":
+    fail(
+      f"config key model.lora.sampler = 'unmerged' needs sampling.engine = 'jax', not "
+      f"{s.engine!r}: that engine is sent merged weights (model.lora.sampler = 'merged')"
+    )
   if rows % loss.num_minibatches:
     fail(
       f"config key loss.num_minibatches = {loss.num_minibatches} must divide the B·G = "

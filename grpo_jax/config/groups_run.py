@@ -33,6 +33,17 @@ class Lora(Group):
     ),
   )
 
+  sampler: str = spec(
+    "merged",
+    choices=("merged", "unmerged"),
+    registry="grpo_jax.models.lora.SAMPLERS",
+    doc=(
+      "what the sampler reads: merged = W + (alpha/rank)·A·B in a copy after each update; "
+      "unmerged = the frozen base and the adapters beside it (no second copy of the weights; "
+      "jax engine only)"
+    ),
+  )
+
   def check(self):
     if self.rank and not self.targets:
       fail("config key model.lora.targets = () names no projection; model.lora.rank > 0 needs one")

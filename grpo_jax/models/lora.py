@@ -61,6 +61,7 @@ TARGETS = {
 }
 A, B = "lora_a", "lora_b"
 MODES = ("unmerged", "merged", "base")
+SAMPLERS = ("merged", "unmerged")  # the views a sampler may read (model.lora.sampler)
 PEFT_PREFIX = "base_model.model.model."  # PeftModel → ForCausalLM → its ``model``
 PEFT_FILE, PEFT_CONFIG = "adapter_model.safetensors", "adapter_config.json"
 

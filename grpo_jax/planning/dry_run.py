@@ -100,6 +100,7 @@ def plan(cfg: Experiment, num_devices: int | None = None, target: str = "auto", 
     scanned=cfg.model.scan_layers,
     lora=LoraSpec.from_config(cfg.model.lora),
     sample_rules=cfg.mesh.sample_rules,
+    lora_unmerged=cfg.model.lora.sampler == "unmerged",
   )
   if hardware is not None:
     return DryRunPlan(shape, mcfg, hardware, work, memory_plan.plan(mcfg, shape, work, hardware))

@@ -13,7 +13,9 @@ dp = data·fsdp, tp = tensor, b = micro-batch rows per device):
   LoRA        (``Workload.lora``, METHODS §9): params = the adapters' float32 masters + the
                 frozen base in the compute dtype; optimizer moments and gradients of the
                 adapters only; no reference (the base is it); the sampler's copy is the
-                merged tree, always a new one (``train.run.Setup.weights``)
+                merged tree, always a new one (``train.run.Setup.weights``), or unmerged the
+                adapters in the compute dtype, plus the base only where the sampler's layout
+                moves it
   activations = layers · b · L · D · itemsize                              (remat full: layer
                 inputs saved) + b · L · (3 · H/tp · L · 4 + 3 · F/tp · itemsize) (one layer's
                 recomputed working set: f32 attention scores, probabilities and their
@@ -120,6 +122,7 @@ class Workload:
   scanned: bool = False  # model.scan_layers: the scan's backward stacks the layers' gradients
   lora: lora_lib.LoraSpec | None = None  # model.lora: adapters trained on a frozen base
   sample_rules: str = "sample"  # mesh.sample_rules: the sampler copy's layout
+  lora_unmerged: bool = False  # model.lora.sampler = unmerged: the base itself, adapters beside
 
   @property
   def rows(self) -> int:
@@ -160,6 +163,15 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
   p_bytes = _device_bytes(trained, train(trained))
   narrowed = cast_train < _device_bytes(params, train(params))
   new_copy = narrowed or fsdp > 1 or work.lora is not None
+  sampler_bytes = _device_bytes(cast, cast_sample) if new_copy else 0
+  if work.lora is not None and work.lora_unmerged:
+    specs = lambda sh: [x.spec for x in jax.tree.leaves(sh)]
+    moved = specs(cast_sample) != specs(train(cast))  # the base re-laid out for the sampler
+    adapters = jax.eval_shape(lambda a: compute_params(a, model.dtype), trained)
+    sample_rules = rules_lib.PRESETS[work.sample_rules]
+    sampler_bytes = (sampler_bytes if moved else 0) + _device_bytes(
+      adapters, rules_lib.tree_shardings(adapters, sample_rules, mesh)
+    )
   itemsize = np.dtype(model.dtype).itemsize
   dp = data * fsdp
   kv_tp = tensor if model.num_kv_heads % tensor == 0 else 1
@@ -188,7 +200,7 @@ def plan(model: ModelConfig, mesh_shape, work: Workload, hw: Hardware, mfu: floa
     "reference": cast_train if work.reference and work.lora is None else 0,
     # The sampler's copy: the masters cast to the compute dtype, then moved to the sampler
     # layout (``sampling.weights``); none when that is the masters themselves. LoRA: the merge.
-    "sampler_params": _device_bytes(cast, cast_sample) if new_copy else 0,
+    "sampler_params": sampler_bytes,
     "kv_cache": kv,
     "activations": saved + working + logits,
   }

@@ -38,7 +38,7 @@ from grpo_jax.models.transformer import compute_params
 from grpo_jax.planning import dry_run
 from grpo_jax.sampling import kv_cache, sampler
 from grpo_jax.sampling.policy import SampleSettings
-from grpo_jax.sampling.weights import sampler_copy
+from grpo_jax.sampling.weights import copy_program
 from grpo_jax.strategy import layout
 from grpo_jax.train import autofit, fit
 from grpo_jax.train.optimizer import make_optimizer
@@ -148,11 +148,32 @@ def _rows(s: Shapes, n: int, width: int, dtype=jnp.int32):
   return jax.ShapeDtypeStruct((n, width), dtype, sharding=shard_lib.batch_sharding(s.mesh))
 
 
+def unmerged(s: Shapes) -> bool:
+  """LoRA's sampler reads the base with the adapters beside it (``model.lora.sampler``)."""
+  return bool(s.cfg.model.lora.rank) and s.cfg.model.lora.sampler == "unmerged"
+
+
+def sampler_tree(s: Shapes):
+  """The weights the sampler reads, as shapes: the model's, or LoRA unmerged the base with the
+  adapters attached (``train.run.Setup.weights``)."""
+  if not unmerged(s):
+    return s.params
+  _, state, _ = train_state(s)
+  return jax.eval_shape(lora.attach, state.base, state.params)
+
+
+def sampler_graphdef(s: Shapes):
+  """The graphdef the sampler runs (``train.run.Setup.sampler_graphdef``)."""
+  if not unmerged(s):
+    return s.graphdef
+  return lora.adapt(s.graphdef, s.params, lora.LoraSpec.from_config(s.cfg.model.lora)).graphdef
+
+
 def sampler_params(s: Shapes):
   """The sampler's copy (``sampling.weights``): the masters in the compute dtype, in the sampler
   layout (``mesh.sample_rules``), as ``train.step.draw_batch`` hands them."""
   rules = shard_lib.rules_for(s.cfg.mesh, "sample")
-  cast = jax.eval_shape(lambda p: compute_params(p, s.cfg.model.dtype), s.params)
+  cast = jax.eval_shape(lambda p: compute_params(p, s.cfg.model.dtype), sampler_tree(s))
   return abstract(cast, shard_lib.state_shardings(cast, s.mesh, rules))
 
 
@@ -167,7 +188,7 @@ def sample_program(s: Shapes, name: str, rows: int, prompt: int, new: int, group
   decode = settings.decode(STOP_IDS, PAD_ID, prompt_share=share, row_blocks=blocks)
   rng = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=shard_lib.replicated(s.mesh))
   args = (sampler_params(s), _rows(s, rows, prompt), _rows(s, rows, prompt), rng)
-  kwargs = {"graphdef": s.graphdef, "decode": decode}
+  kwargs = {"graphdef": sampler_graphdef(s), "decode": decode}
   flops = sample_flops(s, rows, prompt, new, share) / s.mesh.size
   return Program(name, sampler.program(decode, rows), args, kwargs, flops, rows * new)
 
@@ -207,17 +228,22 @@ def _eval_cfg(cfg: Experiment) -> Experiment:
 
 
 def reshard_program(s: Shapes) -> Program:
-  """The masters' move to the sampler's copy (``train.run.setup``'s ``to_sampler``); with LoRA
-  the frozen base with the adapters merged in, moved to the sampler's layout
-  (``train.run.Setup.weights``, then ``to_sampler``)."""
+  """The masters' move to the sampler's copy (``train.run.setup``'s ``to_sampler``: the leaves
+  not yet in the compute dtype and the sampler's layout, ``sampling.weights.copy_program``);
+  with LoRA the frozen base with the adapters merged in and moved to the sampler's layout, or
+  (unmerged) the adapters cast and moved beside the base, which moves only where the sampler's
+  layout differs (``train.run.Setup.weights``, then ``to_sampler``)."""
   shardings = jax.tree.map(lambda x: x.sharding, sampler_params(s))
+  dtype = s.cfg.model.dtype
   spec = lora.LoraSpec.from_config(s.cfg.model.lora)
   if spec is None:
     train = shard_lib.state_shardings(s.params, s.mesh, shard_lib.rules_for(s.cfg.mesh))
-    fn = sampler_copy(s.cfg.model.dtype, shardings)
-    return Program("reshard", fn, (abstract(s.params, train),), {}, 0.0)
+    fn, args, _ = copy_program(dtype, shardings, abstract(s.params, train))
+    return Program("reshard", fn, (args,), {}, 0.0)
   _, state, _ = train_state(s)
-  dtype = s.cfg.model.dtype
+  if unmerged(s):
+    fn, args, _ = copy_program(dtype, shardings, lora.attach(state.base, state.params))
+    return Program("reshard", fn, (args,), {}, 0.0)
   merged = lambda base, adapters: lora.merge(base, adapters, spec.alpha, spec.rank)
   fn = jax.jit(lambda b, a: compute_params(merged(b, a), dtype), out_shardings=shardings)
   return Program("reshard", fn, (state.base, state.params), {}, 0.0)
@@ -278,8 +304,8 @@ def prefill_program(s: Shapes, rows: int, slots: int) -> Program:
   dtype = s.model.compute_dtype
 
   def prefill(params, prompt_NxP, mask_NxP):
-    return kv_cache.prefill(_model(s.graphdef, compute_params(params, dtype)), prompt_NxP,
-                            mask_NxP, slots)  # fmt: skip
+    model = _model(sampler_graphdef(s), compute_params(params, dtype))
+    return kv_cache.prefill(model, prompt_NxP, mask_NxP, slots)
 
   args = (sampler_params(s), _rows(s, rows, s.prompt), _rows(s, rows, s.prompt))
   flops = forward_flops(s, rows, s.prompt, 1) / s.mesh.size
@@ -293,7 +319,7 @@ def decode_step_program(s: Shapes, rows: int, cache) -> Program:
   token = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=shard_lib.batch_sharding(s.mesh))
 
   def step(params_c, token_N, cache):
-    return kv_cache.decode_step(_model(s.graphdef, params_c), token_N, cache)
+    return kv_cache.decode_step(_model(sampler_graphdef(s), params_c), token_N, cache)
 
   slots = s.prompt + s.preview + s.new_tokens
   flops = decode_flops(s, rows, slots) / s.mesh.size

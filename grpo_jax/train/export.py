@@ -73,6 +73,7 @@ def export_run(
     if run.ckpt.latest_step() is None:
       raise FileNotFoundError(f"no checkpoint in {run.workdir / names.CHECKPOINTS}")
     params, step = policy_params(run, step)
+    params = run.s.merged(params)  # the base model's layout
     adapters = restore(run, step).params if run.s.lora is not None else None
   s, log = run.s, run.log
   model_cfg, hf = source_config(e, len(s.task.tokenizer))

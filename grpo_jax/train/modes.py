@@ -61,7 +61,8 @@ def evaluator(run: Run):
     else:
       sc = e.sampling
       weights = s.to_sampler(params)  # the sampler layout: no weight gather at every token
-      policy = eval_policy(s.graphdef, weights, s.mesh, e.eval, sc.max_new_tokens, sc.decode_slots)
+      graphdef, slots = s.sampler_graphdef, sc.decode_slots
+      policy = eval_policy(graphdef, weights, s.mesh, e.eval, sc.max_new_tokens, slots)
       # Multi-host: every process evaluates, process 0 writes.
       out_dir = run.workdir if distributed.is_primary() else None
       out = loop.evaluate_benchmarks(policy, sets, rng, out_dir, step)
@@ -81,7 +82,7 @@ def band(run: Run, profile_only: bool = False) -> epath.Path:
   if profile_only or (not source.exists() and not e.data.pass_rate_file):
     source = profile.profile_path(run.workdir, at)
     params = s.to_sampler(s.weights(run.state))
-    rows = profile.Profiler(e, s.task, s.mesh, s.graphdef).run(params, source, at)
+    rows = profile.Profiler(e, s.task, s.mesh, s.sampler_graphdef).run(params, source, at)
     run.log(pass_rates.level_table(rows, e.sampling.group_size, e.data.pass_rate_band or None))
   if not profile_only:
     run.record["data_band"] = profile.apply_band(e, s.task, source, log=run.log)
@@ -108,7 +109,7 @@ def after_step(run: Run, state: TrainState, step: int, evaluate) -> None:
   k = e.data.reprofile_every
   if k and step % k == 0 and step < e.steps:  # the band follows the policy
     run.rollouts.wait()  # off-policy: the next batch is drawn from the band it started with
-    profiler = profile.Profiler(e, run.s.task, run.s.mesh, run.s.graphdef)
+    profiler = profile.Profiler(e, run.s.task, run.s.mesh, run.s.sampler_graphdef)
     params = run.s.to_sampler(run.s.weights(state))
     moved = profile.reprofile(profiler, params, run.workdir, step, run.log)
     run.write_json(f"{names.PROFILE}/{names.BAND_AT.format(step=step)}", moved)

@@ -68,12 +68,29 @@ class Setup:
   # LoRA (``model.lora.rank`` > 0): the adapted model and (base, adapters) -> merged weights
   lora: lora_lib.LoraModel | None = None
   merge: Callable | None = None
+  unmerged: bool = False  # LoRA: the sampler reads base and adapters (model.lora.sampler)
 
   def weights(self, state: TrainState) -> dict:
-    """The policy's weights in the base model's layout (``graphdef``): ``state.params``, or with
-    LoRA the frozen base with the adapters merged in, W' = W + (α/r)·A·B (what the sampler,
-    evaluation and the profile read)."""
-    return state.params if self.lora is None else self.merge(state.base, state.params)
+    """The policy's weights as the sampler, evaluation and the profile read them (with
+    :attr:`sampler_graphdef`): ``state.params``; with LoRA the frozen base with the adapters
+    merged in, W' = W + (α/r)·A·B, or (``model.lora.sampler = 'unmerged'``) beside it."""
+    if self.lora is None:
+      return state.params
+    if self.unmerged:
+      return lora_lib.attach(state.base, state.params)
+    return self.merge(state.base, state.params)
+
+  @property
+  def sampler_graphdef(self):
+    """The graphdef :meth:`weights` are read with: the adapted model's when unmerged."""
+    return self.lora.graphdef if self.unmerged else self.graphdef
+
+  def merged(self, weights: dict) -> dict:
+    """:meth:`weights` in the base model's layout (``graphdef``: export): unmerged ones merged."""
+    if not self.unmerged:
+      return weights
+    base, adapters = lora_lib.detach(weights)
+    return self.merge(base, adapters)
 
   def update_model(self, graphdef=None):
     """What the update runs (``train.update.UpdateSpec.graphdef``): ``graphdef`` (default the
@@ -140,7 +157,10 @@ def setup(e: Experiment, log=print, loaded: tuple | None = None) -> Setup:
   state_shapes = jax.eval_shape(lambda p: init_state(p, optimizer, e), params)
   state_shardings = shard_lib.state_shardings(state_shapes, mesh, shard_lib.rules_for(e.mesh))
   sample_rules = shard_lib.rules_for(e.mesh, "sample")
+  unmerged = bool(e.model.lora.rank) and e.model.lora.sampler == "unmerged"
   weights = state_shapes.params if state_shapes.base is None else state_shapes.base  # LoRA
+  if unmerged:  # the adapters beside their kernels, split like them
+    weights = lora_lib.attach(state_shapes.base, state_shapes.params)
   sample_shardings = shard_lib.state_shardings(weights, mesh, sample_rules)
   to_sampler = sampler_copy(e.model.dtype, sample_shardings)
   s = Setup(
@@ -160,7 +180,8 @@ def setup(e: Experiment, log=print, loaded: tuple | None = None) -> Setup:
     return s
   merge = functools.partial(lora_lib.merge, alpha=spec.alpha, rank=spec.rank)
   merge = jax.jit(merge, out_shardings=state_shardings.base)
-  return dataclasses.replace(s, lora=lora_lib.adapt(graphdef, params, spec), merge=merge)
+  lm = lora_lib.adapt(graphdef, params, spec)
+  return dataclasses.replace(s, lora=lm, merge=merge, unmerged=unmerged)
 
 
 def fit_update(e: Experiment, s: Setup, log=print):
@@ -298,7 +319,11 @@ def policy_params(run: Run, step: int | None = None) -> tuple:
   s, latest = run.s, run.ckpt.latest_step()
   if latest is None:
     run.log(f"no checkpoint in {run.workdir}; the policy as built")
-    return shard_lib.place(s.params, s.state_shardings.params), 0 if step is None else step
+    if s.lora is None:
+      return shard_lib.place(s.params, s.state_shardings.params), 0 if step is None else step
+    init = functools.partial(init_state, optimizer=s.optimizer, e=run.e)  # B = 0: the base
+    state = shard_lib.init_sharded(init, s.params, s.state_shardings.base, s.state_shardings)
+    return s.weights(state), 0 if step is None else step
   step = latest if step is None else step
   params = s.weights(restore(run, step))
   run.log(f"policy: checkpoint step {step} of {run.workdir}")
@@ -344,7 +369,7 @@ def open_run(
     if mode in WRITES:
       run.state = initial_state(run)
       settings = SampleSettings.from_config(e.sampling)
-      run.policy = Policy(s.graphdef, s.weights(run.state), s.mesh, settings)
+      run.policy = Policy(s.sampler_graphdef, s.weights(run.state), s.mesh, settings)
     if mode == "train":
       run.update = length_aware_update(e, s, fitted, log)
     yield run

@@ -81,7 +81,7 @@ def rl_step(run: Run, state: TrainState, step: int) -> tuple[TrainState, dict[st
   t0 = time.time()
   cursor = int(state.data_pos)
   key = step_keys(state.rng, step)["sample"]
-  weights = run.s.weights(state)  # with LoRA the adapters merged into the base
+  weights = run.s.weights(state)  # LoRA: the adapters merged into the base, or beside it
   with run.watch.rollout_failure(run.ckpt, run.log):  # SIGTERM: stops as preempted
     batch, consumed, rollout_m = run.rollouts.take(step, cursor, key, weights)
   if e.rollout.off_policy_steps and step + 1 < e.steps:  # by the params before the update

@@ -16,7 +16,8 @@ TINY = str(ROOT / "configs/tiny_test.py")
 
 def test_the_group_nests_under_model_with_its_defaults():
   cfg = base_config()
-  assert dict(cfg.model.lora) == {"rank": 0, "alpha": 32.0, "targets": ("all_linear",)}
+  defaults_ = {"rank": 0, "alpha": 32.0, "targets": ("all_linear",), "sampler": "merged"}
+  assert dict(cfg.model.lora) == defaults_
   e = defaults()
   assert isinstance(e.model.lora, Lora) and e.model.lora.rank == 0
   assert lora.LoraSpec.from_config(e.model.lora) is None  # rank 0: off

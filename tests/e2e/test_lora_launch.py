@@ -91,3 +91,31 @@ def test_a_warm_started_base_is_kept_once_and_resumed(tmp_path):
   assert not np.allclose(flat(base), flat(built))  # the warm start moved it
   assert _main(workdir, "--config.steps=2", *warm) == 0
   assert not (workdir / "checkpoints" / "2" / "default" / "base").exists()
+
+
+@pytest.mark.parametrize("off_policy", [0, 1], ids=["on_policy", "off_policy"])
+def test_an_unmerged_sampler_trains_evaluates_and_exports(tmp_path, off_policy):
+  """``model.lora.sampler = 'unmerged'``: the run samples from the base with the adapters beside
+  it (on-policy, and off-policy where the next batch is drawn during the update, which donates
+  the state), evaluates, and exports the merged checkpoint of its adapters."""
+  workdir = tmp_path / "unmerged"
+  extra = ["--config.model.lora.sampler=unmerged", "--config.steps=2", "--config.eval.after=true"]
+  extra.append(f"--config.rollout.off_policy_steps={off_policy}")
+  assert _main(workdir, *extra) == 0
+  rows = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+  assert [r["step"] for r in rows] == [1, 2]
+  assert all(np.isfinite(r["loss/total"]) for r in rows)
+  assert abs(rows[0]["mismatch/kl"]) < 1e-3  # the trainer scores the sampler's tokens alike
+  out = tmp_path / "hf"
+  assert _main(workdir, *extra, "--mode=export", "--out", str(out)) == 0
+  saved = ocp.StandardCheckpointer().restore(workdir / "checkpoints" / "2" / "default")["params"]
+  e = config_file.load(TINY, [])
+  model_cfg = models.ModelConfig.from_config(e.model, vocab_size=len(data.build_task(e).tokenizer))
+  built = models.init_params(model_cfg, e.seed)[1]
+  spec = lora.LoraSpec(4, e.model.lora.alpha, ("q", "v", "up"))
+  want = lora.merge(built, jax.device_get(saved), spec.alpha, spec.rank)
+  got = safetensors.numpy.load_file(out / "model.safetensors")
+  q = "model.layers.0.self_attn.q_proj.weight"
+  np.testing.assert_allclose(
+    got[q], np.asarray(want["layers"][0]["self_attn"]["q_proj"]["kernel"]).T, rtol=1e-6
+  )

@@ -102,9 +102,28 @@ def test_lora_compiles_with_a_frozen_base_and_a_smaller_state():
     )
     sizes[name] = _compile(p, s, shapes).memory["argument"]
     reshard = programs.reshard_program(s)
-    assert len(reshard.args) == (2 if name == "lora" else 1)
+    assert len(reshard.args) == (2 if name == "lora" else 1)  # merged: base and adapters
     _compile(reshard, s, shapes)
   assert sizes["lora"] < sizes["full"], sizes
+
+
+def test_unmerged_lora_sampler_compiles_without_a_merged_copy():
+  """``model.lora.sampler = 'unmerged'``: the sampler reads the base with the adapters beside it
+  (its arguments hold lora_a/lora_b), the reshard writes no merged tree (the base's buffers pass
+  through), and the sampler's arguments are the merged copy's plus the adapters'."""
+  base = (*FSDP_TP, "model.lora.rank=4", "model.dtype=bfloat16", "mesh.sample_rules=train")
+  args, outs = {}, {}
+  for kind in ("merged", "unmerged"):
+    s, shapes = _setup("v5p:2x2x1", (*base, f"model.lora.sampler={kind}"))
+    weights = programs.sampler_params(s)
+    names = {str(kp[-1].key) for kp, _ in jax.tree_util.tree_flatten_with_path(weights)[0]}
+    assert ("lora_a" in names) == (kind == "unmerged")
+    sample = programs.rollout_programs(s, "sample", 2, s.cfg.sampling.group_size)[0]
+    args[kind] = _compile(sample, s, shapes).memory["argument"]
+    outs[kind] = _compile(programs.reshard_program(s), s, shapes).memory["output"]
+  # The adapters beside the base (TPU tiles pad their rank-4 minor axis), not a second copy
+  assert 0 < args["unmerged"] - args["merged"] < 0.5 * args["merged"], args
+  assert outs["unmerged"] < 0.5 * outs["merged"], outs  # the base's buffers are passed through
 
 
 def test_replicated_update_gathers_no_parameter():

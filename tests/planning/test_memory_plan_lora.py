@@ -81,3 +81,21 @@ def test_dry_run_reads_the_lora_config():
   without = dry_run.plan(e.with_overrides({"model.lora.rank": 0}), 1, hardware=memory_plan.H100_X8)
   assert with_lora.workload.lora == lora.LoraSpec(2, e.model.lora.alpha, ("q",))
   assert with_lora.bytes["optimizer"] < without.bytes["optimizer"]
+
+
+@pytest.mark.parametrize("mesh_shape, moved", [((1, 1, 4), False), ((1, 2, 4), True)])
+def test_unmerged_sampler_counts_the_adapters_and_only_a_moved_base(mesh_shape, moved):
+  """``model.lora.sampler = 'unmerged'``: the sampler reads the base's own buffers where its
+  layout is the train layout (tensor only), a re-laid-out copy where it is not (fsdp splits the
+  train layout), and the adapters cast to the compute dtype either way."""
+  _, state, _ = _state(4, mesh_shape)
+  spec = lora.LoraSpec(4, 8.0)
+  work = memory_plan.Workload(**WORK, lora=spec)
+  merged = memory_plan.plan(MODEL, mesh_shape, work, memory_plan.H100_X8)
+  unmerged_work = dataclasses.replace(work, lora_unmerged=True)
+  est = memory_plan.plan(MODEL, mesh_shape, unmerged_work, memory_plan.H100_X8)
+  cast = jax.eval_shape(lambda a: models.compute_params(a, "bfloat16"), state.params)
+  mesh = shard_lib.abstract_mesh(mesh_shape)
+  adapters = _bytes(cast, rules_lib.tree_shardings(cast, rules_lib.SAMPLE, mesh))
+  assert est["sampler_params"] == (merged["sampler_params"] if moved else 0) + adapters
+  assert 0 < adapters < merged["sampler_params"]
