@@ -15,7 +15,8 @@ Per program (``grpo_jax.planning.programs``), per device:
 The step's peak per device is the resident train state (params, optimizer moments, reference,
 anchor: the update's state argument) plus the largest extra of any program the loop runs:
 arguments + outputs + temporaries − aliased bytes, less the state for the update, which takes it
-donated. It "fits" at ≤ 90% of the chip's HBM.
+donated, and less the resident buffers another program reads as they are (LoRA's unmerged
+sampler: the frozen base). It "fits" at ≤ 90% of the chip's HBM.
 
 The rollout's time is read from the decode step compiled on its own: T steps, each reading the
 weights and a full KV cache once (an upper bound: the sampler's cache grows in doubling
@@ -67,6 +68,7 @@ class Record:
   decode_steps: int = 0
   param_gathers: tuple = ()  # all-gathers of a parameter's shape (inside loops: in_loop)
   param_gathers_in_loop: tuple = ()
+  shared: float = 0.0  # argument bytes that are the resident state's own buffers
 
   @property
   def loop_factor(self) -> float:
@@ -88,7 +90,7 @@ class Record:
   def extra(self, state_bytes: float) -> float:
     m = self.memory
     extra = m["argument"] + m["output"] + m["temp"] - m["alias"]
-    return extra - (state_bytes if self.resident else 0.0)
+    return extra - (state_bytes if self.resident else self.shared)
 
   def roofline_s(self, hw: Hardware) -> float:
     return max(self.flops / hw.peak_flops, self.bytes_accessed / hw.hbm_bandwidth)
@@ -170,6 +172,7 @@ def compile_one(p: programs.Program, mesh, gather_shapes: set, where: str):
     decode_steps=p.decode_steps,
     param_gathers=tuple(stats.gathers(gather_shapes)),
     param_gathers_in_loop=tuple(stats.gathers(gather_shapes, in_loop=True)),
+    shared=p.shared,
   )
   return compiled, lowered, record
 

@@ -67,6 +67,7 @@ class Program:
   resident: bool = False
   analysis: bool = False  # compiled for its numbers only; the loop does not run it
   decode_steps: int = 0
+  shared: float = 0.0  # bytes of its arguments that are resident buffers (sampler_shared_bytes)
 
 
 abstract = fit.abstract  # ShapeDtypeStructs carrying shardings
@@ -169,6 +170,20 @@ def sampler_graphdef(s: Shapes):
   return lora.adapt(s.graphdef, s.params, lora.LoraSpec.from_config(s.cfg.model.lora)).graphdef
 
 
+def sampler_shared_bytes(s: Shapes) -> float:
+  """Per device, the bytes of the sampler's weights that are the train state's own buffers,
+  which the step's peak counts once: LoRA unmerged, the base where it is already in the
+  sampler's layout (``sampling.weights.copy_program`` leaves it as it is); else 0."""
+  if not unmerged(s):
+    return 0.0
+  _, state, _ = train_state(s)
+  shardings = jax.tree.map(lambda x: x.sharding, sampler_params(s))
+  attached = lora.attach(state.base, state.params)
+  _, _, moving = copy_program(s.cfg.model.dtype, shardings, attached)
+  shard = lambda x: math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+  return float(sum(shard(x) for x, m in zip(jax.tree.leaves(attached), moving) if not m))
+
+
 def sampler_params(s: Shapes):
   """The sampler's copy (``sampling.weights``): the masters in the compute dtype, in the sampler
   layout (``mesh.sample_rules``), as ``train.step.draw_batch`` hands them."""
@@ -190,7 +205,8 @@ def sample_program(s: Shapes, name: str, rows: int, prompt: int, new: int, group
   args = (sampler_params(s), _rows(s, rows, prompt), _rows(s, rows, prompt), rng)
   kwargs = {"graphdef": sampler_graphdef(s), "decode": decode}
   flops = sample_flops(s, rows, prompt, new, share) / s.mesh.size
-  return Program(name, sampler.program(decode, rows), args, kwargs, flops, rows * new)
+  fn = sampler.program(decode, rows)
+  return Program(name, fn, args, kwargs, flops, rows * new, shared=sampler_shared_bytes(s))
 
 
 def rollout_programs(s: Shapes, prefix: str, prompts: int, group: int) -> list[Program]:

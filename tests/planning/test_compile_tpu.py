@@ -109,21 +109,41 @@ def test_lora_compiles_with_a_frozen_base_and_a_smaller_state():
 
 def test_unmerged_lora_sampler_compiles_without_a_merged_copy():
   """``model.lora.sampler = 'unmerged'``: the sampler reads the base with the adapters beside it
-  (its arguments hold lora_a/lora_b), the reshard writes no merged tree (the base's buffers pass
-  through), and the sampler's arguments are the merged copy's plus the adapters'."""
+  (its arguments are the base's bytes plus the adapters', in TPU tiles), the reshard writes the
+  cast adapters only (no merged tree), and the base is counted once in the step's peak (the
+  sampler's ``shared`` bytes are the base's own)."""
   base = (*FSDP_TP, "model.lora.rank=4", "model.dtype=bfloat16", "mesh.sample_rules=train")
-  args, outs = {}, {}
+  records = {}
   for kind in ("merged", "unmerged"):
     s, shapes = _setup("v5p:2x2x1", (*base, f"model.lora.sampler={kind}"))
     weights = programs.sampler_params(s)
     names = {str(kp[-1].key) for kp, _ in jax.tree_util.tree_flatten_with_path(weights)[0]}
     assert ("lora_a" in names) == (kind == "unmerged")
     sample = programs.rollout_programs(s, "sample", 2, s.cfg.sampling.group_size)[0]
-    args[kind] = _compile(sample, s, shapes).memory["argument"]
-    outs[kind] = _compile(programs.reshard_program(s), s, shapes).memory["output"]
-  # The adapters beside the base (TPU tiles pad their rank-4 minor axis), not a second copy
-  assert 0 < args["unmerged"] - args["merged"] < 0.5 * args["merged"], args
-  assert outs["unmerged"] < 0.5 * outs["merged"], outs  # the base's buffers are passed through
+    reshard = _compile(programs.reshard_program(s), s, shapes)
+    records[kind] = (sample, _compile(sample, s, shapes), reshard)
+  _, state, _ = programs.train_state(s)
+  base_bytes, adapter_bytes = (
+    sharded_bytes(state.base),
+    sharded_bytes(
+      jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, jnp.bfloat16, sharding=x.sharding), state.params
+      )
+    ),
+  )
+  (_, merged, merged_reshard), (sample, unmerged, reshard) = records["merged"], records["unmerged"]
+  assert records["merged"][0].shared == 0
+  assert sample.shared == sum(  # the base's bytes per device (unpadded)
+    math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+    for x in jax.tree.leaves(state.base)
+  )
+  assert merged.memory["argument"] == pytest.approx(base_bytes, rel=0.2)
+  extra_args = unmerged.memory["argument"] - merged.memory["argument"]
+  # the adapters beside the base (at most their bytes in the tiles that pad the most)
+  assert 0 < extra_args <= adapter_bytes
+  assert merged_reshard.memory["output"] == pytest.approx(base_bytes, rel=0.2)
+  assert reshard.memory["output"] <= adapter_bytes  # the cast adapters, no merged tree
+  assert reshard.memory["output"] < 0.5 * merged_reshard.memory["output"]
 
 
 def test_replicated_update_gathers_no_parameter():
