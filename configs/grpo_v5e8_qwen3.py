@@ -23,7 +23,8 @@ the sampler then reads the train layout, so no decode step gathers a weight (und
 tensor 2 the sampler's merged copy takes 8 GiB a chip, and sampling from the train layout
 gathers the weights in every decode step). B 21 × G 8 × T 2,048 is the largest B that fits
 (14.17 GiB; each prompt of 8 rows adds 0.42 GiB of KV cache, so B 22 needs 14.6 of the 14.4
-allowed).
+allowed). ``--config.model.lora.sampler=unmerged`` samples from the base itself with the
+adapters beside it, no 1.91 GiB merged copy: B 25 fits at 13.49 GiB (docs/scaling.md).
 
 Arguments: ``model`` (1.7b | 4b | 8b), ``B`` (prompts per step), ``G`` (group size), ``T`` (new
 tokens), ``ckpt``.
