@@ -293,14 +293,14 @@ def test_runs_recorded_under_replaced_keys_keep_their_directories(tmp_path):
   old = sorted(p.name for p in root.iterdir())
   spec = "configs/study.py:seeds=2"
   runs = sweep.expand(spec, root)
-  assert sorted(r.name for r in runs) == old and len(old) == 16
+  assert sorted(r.name for r in runs) == old and len(old) == 2 * 9  # 9 conditions (shrunk too)
   assert all("offset_control" not in r.name for r in runs)
   assert [r.overrides for r in runs] == [r.overrides for r in sweep.expand(spec)]
   unfinished = next(n for n in old if "offset_noise=true" in n)
   (root / unfinished / "results.json").unlink()
   train = FakeTrain()
   entries = sweep.run_local(spec, root, train_fn=train, log=lambda *a: None, compile_cache=False)
-  assert [e["status"] for e in entries].count("skipped") == 15 and train.calls == [unfinished]
+  assert [e["status"] for e in entries].count("skipped") == 17 and train.calls == [unfinished]
   assert sorted(p.name for p in root.iterdir() if p.is_dir()) == old
   info = json.loads((root / unfinished / "sweep_run.json").read_text())
   assert info["overrides"]["advantage.offset_control"] == "noise"  # rewritten in today's keys
