@@ -38,17 +38,12 @@ def _other_metric(metric: str, k: int) -> str:
 
 def conditions_table(rows, conditions, k: int) -> str:
   metrics = ("before/pass@1", "after/pass@1", f"before/pass@{k}", f"after/pass@{k}")
-  metrics += ("final/reward/mean",)
-  lines = []
-  for c in conditions:
-    done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
-    cells = [_interval(*aggregate.t_interval([r.get(m, math.nan) for r in done])) for m in metrics]
-    lines.append([c, len(done), *cells])
-  return tables.markdown(["condition", "n", *metrics], lines)
+  return describe_table(rows, conditions, (*metrics, "final/reward/mean"))
 
 
 def describe_table(rows, conditions, metrics) -> str:
-  """Per condition, each of a config's ``DESCRIBE`` metrics: mean [95% t] over seeds."""
+  """Per condition, each of ``metrics`` (the pass rates; a config's ``DESCRIBE``): mean [95% t]
+  over seeds."""
   lines = []
   for c in conditions:
     done = [r for r in rows if r["condition"] == c and r["status"] == "done"]
