@@ -77,6 +77,14 @@ STRATA_PAIR = ("self/anchor", "self/shrunk")  # (reference, treated) of the diff
 # registered expectations E1a (the file's strategies separate the rewards beyond chance) and
 # E1b (self-written previews do not), per seed over the source's three two-stage conditions.
 SHARE, NULL = "final/strategy/between_share", "final/strategy/between_share_null"
+# The diagnostics over training (curves.png): the between-share with its null dashed.
+CURVES = (
+  ("reward/mean", "training reward"),
+  ("adv/zero_std_frac", "groups with equal rewards"),
+  ("strategy/between_share", "between-subgroup share (solid) vs its null (dashed)"),
+  ("strategy/offset_reliability", "offset reliability τ̂²/(τ̂²+σ̂²/ñ)"),
+  ("adv/offset_abs_mean", "|offset| (mean over rows)"),
+)
 DESCRIBE = (SHARE, NULL, "final/strategy/offset_reliability", "final/adv/zero_std_frac")
 CONTRASTS = (
   ("E1a", ("file/anchor", "file/fixed", "file/shrunk"), SHARE, NULL, "above"),

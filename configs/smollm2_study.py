@@ -48,6 +48,7 @@ PRIMARY = (
 )
 HYPOTHESES = {"H1": (("R1",), ("R1",)), "H3": (("R2",), ("R2",))}
 STRATA_PAIR = ("anchor", "anchor+hadw")  # (reference, treated) of the difficulty strata
+BIAS = "H4"  # the hypothesis study_report judges from experiments/group_bias.py (--bias)
 
 
 def get_config(arg=None):

@@ -113,6 +113,7 @@ HYPOTHESES = {
   "H5": (("H5a", "H5b"), ("H5a",)),
 }
 STRATA_PAIR = ("grpo", "grpo+hadw")  # (reference, treated) of the difficulty strata
+BIAS = "H4"  # the hypothesis study_report judges from experiments/group_bias.py (--bias)
 
 
 def get_config(arg=None):

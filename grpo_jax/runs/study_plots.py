@@ -11,7 +11,7 @@ import numpy as np
 
 from grpo_jax.runs import study
 
-# Training curves of the design: (metric, title); hadw/anchor is drawn beside hadw/batch_acc.
+# Training curves of the design: (metric, title). A config may name its own (its ``CURVES``).
 CURVES = (
   ("reward/mean", "training reward"),
   ("loss/entropy", "entropy"),
@@ -61,22 +61,34 @@ def _smooth(x, window: int):
   return (c[1:] - c[np.arange(1, len(x) + 1) - n]) / n
 
 
-CURVE_METRICS = tuple(m for m, _ in CURVES) + ("hadw/batch_acc",)
+# A panel's metric → the one drawn dashed beside it, in the same colour.
+DASHED = {
+  "hadw/anchor": "hadw/batch_acc",
+  "strategy/between_share": "strategy/between_share_null",
+}
 
 
-def training_curves(rows: list[dict], conditions=None, axes=None, smooth: int = 5, record=None):
-  """Mean over seeds (line) and 95% t band per condition, one panel per :data:`CURVES` entry;
-  each series a trailing moving average over ``smooth`` steps. ``record``: the series as
-  :func:`grpo_jax.runs.study.curve_record` gives them (by default from the rows)."""
-  record = record or study.curve_record(rows, CURVE_METRICS)
+def curve_metrics(panels=CURVES) -> tuple[str, ...]:
+  """The training metrics ``panels`` draw: each panel's, and its :data:`DASHED` companion."""
+  return tuple(m for metric, _ in panels for m in (metric, DASHED.get(metric)) if m)
+
+
+def training_curves(
+  rows: list[dict], conditions=None, axes=None, smooth: int = 5, record=None, panels=CURVES
+):
+  """Mean over seeds (line) and 95% t band per condition, one panel per (metric, title) of
+  ``panels``, its :data:`DASHED` companion dashed; each series a trailing moving average over
+  ``smooth`` steps. ``record``: the series as :func:`grpo_jax.runs.study.curve_record` gives
+  them (by default from the rows)."""
+  record = record or study.curve_record(rows, curve_metrics(panels))
   plt = _plt()
   if axes is None:
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
   fig = np.ravel(axes)[0].figure
   conditions = conditions or list(dict.fromkeys(r["condition"] for r in rows))
-  for ax, (metric, title) in zip(np.ravel(axes), CURVES, strict=True):
+  for ax, (metric, title) in zip(np.ravel(axes), panels, strict=True):
     data = record[metric]
-    acc = record["hadw/batch_acc"] if metric == "hadw/anchor" else {}
+    acc = record.get(DASHED.get(metric), {})
     for i, cond in enumerate(conditions):
       c = data.get(cond)
       if c is None or not len(c["step"]) or not np.any(np.asarray(c["mean"]) != 0):
@@ -119,4 +131,4 @@ def strata_bars(strata: list[dict], conditions=None, ax=None):
   return fig
 
 
-__all__ = ["CURVES", "forest", "strata_bars", "training_curves"]
+__all__ = ["CURVES", "DASHED", "curve_metrics", "forest", "strata_bars", "training_curves"]

@@ -1,7 +1,9 @@
 """The study's report (docs/study_design.md's analysis plan) from its run directories, as
 ``experiments/study_report.py`` writes it: ``runs.csv``, ``report.md`` (per condition, the
 primary comparisons with Holm, the verdicts, the secondary and withdrawn comparisons, strata,
-RL's own effect, H4 from the group-bias JSON), ``tests.json`` and three figures."""
+RL's own effect, the config's ``BIAS`` hypothesis from the group-bias JSON, the training metrics
+it ``DESCRIBE``s and its ``CONTRASTS``), ``tests.json`` and three figures (the training curves:
+its ``CURVES``, by default :data:`grpo_jax.runs.study_plots.CURVES`)."""
 
 from __future__ import annotations
 
@@ -186,7 +188,8 @@ def write(
   reran = 0
   if prior is not None:
     rows, strata, reran = study_prior.merge(rows, strata, prior, columns[3:])
-  curves = study.curve_record(rows, study_plots.CURVE_METRICS, prior and prior.curves)
+  panels = getattr(module, "CURVES", study_plots.CURVES)
+  curves = study.curve_record(rows, study_plots.curve_metrics(panels), prior and prior.curves)
   out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
   aggregate.to_csv([{c: r.get(c) for c in columns} for r in rows], out / "runs.csv")
@@ -202,10 +205,16 @@ def write(
   for h in hypotheses:
     extra = study.hard_gain_larger(hadw_strata) if h == "H3" else True
     verdicts[h] = study.verdict(tests, h, hypotheses, extra)
-  bias = json.loads(pathlib.Path(bias_path).read_text()) if bias_path else None
-  verdicts["H4"], bias_table = bias_section(bias)
   grounds = {h: evidence(tests, hypotheses[h][0]) for h in hypotheses}
-  grounds["H4"] = bias_evidence(bias) or "no --bias file"
+  # The hypothesis judged from experiments/group_bias.py's JSON, where the config names one.
+  bias_id = getattr(module, "BIAS", None)
+  if bias_path and not bias_id:
+    raise ValueError(f"--bias: {config} names no BIAS hypothesis to judge it by")
+  bias = json.loads(pathlib.Path(bias_path).read_text()) if bias_path else None
+  bias_table = ""
+  if bias_id:
+    verdicts[bias_id], bias_table = bias_section(bias)
+    grounds[bias_id] = bias_evidence(bias) or "no --bias file"
 
   done = [r for r in rows if r["status"] == "done"]
   unfinished = sorted(r["name"] for r in rows if r["status"] != "done")
@@ -254,11 +263,10 @@ def write(
     "",
     rl_effect_table(rows, names, k),
     "",
-    "## H4: the group-relative bias in the warm-started policy's own samples",
-    "",
-    bias_table or "not measured",
-    "",
   ]
+  if bias_id:
+    head = f"## {bias_id}: the group-relative bias in the warm-started policy's own samples"
+    report += [head, "", bias_table or "not measured", ""]
   described = getattr(module, "DESCRIBE", ())
   if described:
     head = f"## Training metrics (per run the mean over its last {last_k} steps)"
@@ -273,6 +281,7 @@ def write(
   record |= {"contrasts": contrast_tests}
   (out / "tests.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
   study_plots.forest(tests).savefig(out / "forest.png", dpi=120)
-  study_plots.training_curves(rows, names, record=curves).savefig(out / "curves.png", dpi=110)
+  figure = study_plots.training_curves(rows, names, record=curves, panels=panels)
+  figure.savefig(out / "curves.png", dpi=110)
   study_plots.strata_bars(strata, names).savefig(out / "strata.png", dpi=120)
   return "\n".join(report)

@@ -111,6 +111,17 @@ def test_the_signal_arm_reports_its_contrasts(tmp_path):
   text = (out / "report.md").read_text()
   assert "## Registered contrasts of the training metrics" in text and "| E1a |" in text
   assert "final/strategy/offset_reliability" in text
+  # No bias hypothesis is registered for this arm: no H4 verdict, no H4 section.
+  assert "H4" not in record["verdicts"] and "H4" not in text
+  # The curves are the config's: the between-share (its null beside it) per condition and step.
+  share = record["curves"]["strategy/between_share"]
+  assert set(record["curves"]) >= {"strategy/between_share_null", "adv/zero_std_frac"}
+  assert "hadw/anchor" not in record["curves"]
+  assert len(share["file/anchor"]["step"]) == fake_study.STEPS
+  null = record["curves"]["strategy/between_share_null"]["file/anchor"]["mean"]
+  assert share["file/anchor"]["mean"][0] == pytest.approx(null[0] + 0.3, abs=0.05)
+  with pytest.raises(ValueError, match="names no BIAS"):
+    report_module().main(argv + ["--bias", str(tmp_path / "bias.json")])
 
 
 def test_a_prior_report_stands_in_for_runs_that_are_gone(tmp_path):
