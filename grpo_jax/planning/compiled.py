@@ -9,8 +9,9 @@ Per program (``grpo_jax.planning.programs``), per device:
   - the model's own FLOPs (``programs``: 2 · matmul params per token per forward pass, causal
     attention, 3 passes a training step, the forward only for sampling) and the compiled
     program's weighted matmul FLOPs against it;
-  - the roofline seconds max(FLOPs / peak, bytes / HBM bandwidth), bytes scaled by the same trip
-    counts as the FLOPs.
+  - the roofline seconds max(FLOPs / peak, bytes / HBM bandwidth), XLA's bytes scaled by the
+    loops' trip counts as the program's own traffic weighs them (``grpo_jax.planning.hlo_bytes``:
+    each computation's bytes times its runs, over the same counted once).
 
 The step's peak per device is the resident train state (params, optimizer moments, reference,
 anchor: the update's state argument) plus the largest extra of any program the loop runs:
@@ -36,7 +37,7 @@ from etils import epath
 
 from grpo_jax import sharding as shard_lib
 from grpo_jax.config.experiment import Experiment
-from grpo_jax.planning import hlo, programs
+from grpo_jax.planning import hlo, hlo_bytes, programs
 from grpo_jax.planning.memory import Hardware
 from grpo_jax.rundir import names, read
 from grpo_jax.rundir import write as write_lib
@@ -62,6 +63,7 @@ class Record:
   xla_flops: float  # cost_analysis: loop bodies once
   xla_bytes: float
   hlo: hlo.HloStats
+  traffic: hlo_bytes.Traffic  # the HLO's own memory traffic, loops weighed and counted once
   model_flops: float
   tokens: int
   resident: bool
@@ -72,9 +74,8 @@ class Record:
 
   @property
   def loop_factor(self) -> float:
-    """How many times the weighted matmul FLOPs exceed the once-counted ones (1 loop-free)."""
-    once = self.hlo.matmul_flops_once
-    return self.hlo.matmul_flops / once if once else 1.0
+    """How many times the loop-weighted memory traffic exceeds the once-counted (1 loop-free)."""
+    return self.traffic.loop_factor
 
   @property
   def flops(self) -> float:
@@ -106,6 +107,7 @@ class Record:
       "xla_cost_analysis": {"flops": self.xla_flops, "bytes_accessed": self.xla_bytes},
       "flops": self.flops,
       "bytes_accessed": self.bytes_accessed,
+      "bytes_loop_factor": self.loop_factor,
       "model_flops": self.model_flops,
       "flops_ratio": self.flops / self.model_flops if self.model_flops else None,
       "roofline_s": self.roofline_s(hw),
@@ -156,7 +158,8 @@ def compile_one(p: programs.Program, mesh, gather_shapes: set, where: str):
   memory = fit.memory_bytes(compiled)
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, list | tuple) else cost
-  stats = hlo.analyze(compiled.as_text())
+  text = compiled.as_text()
+  stats = hlo.analyze(text)
   record = Record(
     name=p.name,
     analysis=p.analysis,
@@ -166,6 +169,7 @@ def compile_one(p: programs.Program, mesh, gather_shapes: set, where: str):
     xla_flops=float(cost.get("flops", 0.0)),
     xla_bytes=float(cost.get("bytes accessed", 0.0)),
     hlo=stats,
+    traffic=hlo_bytes.traffic(text),
     model_flops=p.model_flops,
     tokens=p.tokens,
     resident=p.resident,

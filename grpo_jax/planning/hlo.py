@@ -175,7 +175,7 @@ def _less_than_bound(inst: Instruction, consts: dict, comps: dict) -> int | None
     return next((consts[o] for o in inst.operands if o in consts), None)
   if inst.opcode != "fusion":
     return None
-  called = [comps[n] for k, n in _callees(inst) if k == "calls" and n in comps]
+  called = [comps[n] for k, n in callees(inst) if k == "calls" and n in comps]
   if not called:
     return None
   inner = called[0]
@@ -193,7 +193,7 @@ def _less_than_bound(inst: Instruction, consts: dict, comps: dict) -> int | None
 
 def _wraps_compare(inst: Instruction, comps: dict) -> bool:
   """Whether a fusion computes nothing but its compare (its root is the compare)."""
-  called = [comps[n] for k, n in _callees(inst) if k == "calls" and n in comps]
+  called = [comps[n] for k, n in callees(inst) if k == "calls" and n in comps]
   return bool(called) and called[0].instructions[-1].opcode == "compare"
 
 
@@ -209,7 +209,7 @@ def trip_count(cond: Computation, comps: dict | None = None) -> tuple[int, str]:
   return 1, "unknown"
 
 
-def _callees(inst: Instruction) -> list[tuple[str, str]]:
+def callees(inst: Instruction) -> list[tuple[str, str]]:
   out = [(kind, name) for kind, name in _CALLED.findall(inst.attrs)]
   for group in _BRANCHES.findall(inst.attrs):
     out += [("branch", n) for n in re.findall(r"%([\w.\-]+)", group)]
@@ -226,14 +226,14 @@ def run_counts(comps: dict[str, Computation]) -> tuple[dict[str, float], dict[st
     comp = comps[order[i]]
     i += 1
     for inst in comp.instructions:
-      callees = _callees(inst)
+      calls = callees(inst)
       trips, how = 1, ""
       if inst.opcode == "while":
-        cond = dict((k, n) for k, n in callees).get("condition")
+        cond = dict((k, n) for k, n in calls).get("condition")
         trips, how = trip_count(comps[cond], comps) if cond in comps else (1, "unknown")
-        body = dict((k, n) for k, n in callees).get("body", "")
+        body = dict((k, n) for k, n in calls).get("body", "")
         loops.append(Loop(body, trips, how))
-      for kind, name in callees:
+      for kind, name in calls:
         if name not in comps:
           continue
         mult = trips if kind in ("body", "condition") else 1
@@ -241,7 +241,7 @@ def run_counts(comps: dict[str, Computation]) -> tuple[dict[str, float], dict[st
           # A conditional runs one of its branches: each counts 1/n of the runs (exact when
           # they cost the same, as a scanned model's sliding and full layers do).
           mult = 1 / max(1, sum(k in ("branch", "true_computation", "false_computation")
-                                for k, _ in callees))  # fmt: skip
+                                for k, _ in calls))  # fmt: skip
         runs[name] = runs.get(name, 0.0) + runs[comp.name] * mult
         inner = depth[comp.name] + (1 if kind in ("body", "condition") else 0)
         depth[name] = max(depth.get(name, 0), inner)
@@ -344,7 +344,7 @@ def _reads_parameter(comps: dict, comp: Computation, name: str, depth: int = 0) 
     if inst.opcode == "parameter":
       return True
     if inst.opcode == "fusion":
-      called = [comps[n] for k, n in _callees(inst) if k == "calls" and n in comps]
+      called = [comps[n] for k, n in callees(inst) if k == "calls" and n in comps]
       if not called or any(
         i.opcode not in _PASS_THROUGH | {"parameter"} for i in called[0].instructions
       ):
