@@ -432,10 +432,14 @@ def analyze(text: str) -> HloStats:
 
 __all__ = [
   "COLLECTIVES",
+  "Computation",
   "HloStats",
+  "Instruction",
   "analyze",
   "array_dims",
+  "callees",
   "shape_key",
   "parse_module",
+  "run_counts",
   "type_bytes",
 ]
