@@ -104,6 +104,11 @@ def _overlap(spans) -> int:
   return best
 
 
+# The test's own cluster on 127.0.0.1 needs no token: a stale ~/.ray/auth_token (from a local
+# ray.init() on this machine) otherwise fails its clients' connection.
+NO_TOKEN = {"RAY_AUTH_MODE": "disabled"}
+
+
 @pytest.fixture
 def ray_cluster(tmp_path, launcher_env):
   """The address of a one-node Ray cluster on 127.0.0.1 (2 CPUs); its workers see 4 CPU
@@ -118,7 +123,7 @@ def ray_cluster(tmp_path, launcher_env):
   # default, 30% of RAM, crowds the suite's other worker).
   start += [f"--object-store-memory={200 * 2**20}"]
   start += [f"--temp-dir={temp}"]
-  env = dict(launcher_env(4), RAY_USAGE_STATS_ENABLED="0")
+  env = dict(launcher_env(4), RAY_USAGE_STATS_ENABLED="0", **NO_TOKEN)
   subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
   try:
     yield f"127.0.0.1:{port}"
@@ -140,7 +145,7 @@ def test_ray_sweep_two_at_a_time_with_a_killed_process_equals_the_sequential_swe
   cmd += ["--ray_strategy=PACK", f"--ray_script={WORKER}", "--ray_retries=1"]
   # 2 CPUs, bundles of half a CPU, two processes a member: two members fit at once; each
   # process sees 4 devices, a member's 8 like the sequential run's.
-  env = launcher_env(4)
+  env = dict(launcher_env(4), **NO_TOKEN)
   pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
   proc = subprocess.Popen(cmd, env=env, **pipes)
   _kill_mid_member(root / KILLED, proc)
