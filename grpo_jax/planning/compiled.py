@@ -158,8 +158,8 @@ def compile_one(p: programs.Program, mesh, gather_shapes: set, where: str):
   memory = fit.memory_bytes(compiled)
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, list | tuple) else cost
-  text = compiled.as_text()
-  stats = hlo.analyze(text)
+  module = hlo.parse_module(compiled.as_text())  # parsed once for both readers
+  stats = hlo.analyze(module)
   record = Record(
     name=p.name,
     analysis=p.analysis,
@@ -169,7 +169,7 @@ def compile_one(p: programs.Program, mesh, gather_shapes: set, where: str):
     xla_flops=float(cost.get("flops", 0.0)),
     xla_bytes=float(cost.get("bytes accessed", 0.0)),
     hlo=stats,
-    traffic=hlo_bytes.traffic(text),
+    traffic=hlo_bytes.traffic(module),
     model_flops=p.model_flops,
     tokens=p.tokens,
     resident=p.resident,

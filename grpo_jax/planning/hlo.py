@@ -398,9 +398,10 @@ def shape_key(dims) -> tuple[int, ...]:
   return tuple(sorted(int(d) for d in dims if d != 1))
 
 
-def analyze(text: str) -> HloStats:
-  """The weighted matmul FLOPs and collectives of an optimized HLO module (module doc)."""
-  comps = parse_module(text)
+def analyze(module: str | dict[str, Computation]) -> HloStats:
+  """The weighted matmul FLOPs and collectives of an optimized HLO module (module doc): its
+  text, or its computations as ``parse_module`` gives them (parsed once for several readers)."""
+  comps = parse_module(module) if isinstance(module, str) else module
   runs, depth, loops = run_counts(comps)
   flops = once = 0.0
   coll = {

@@ -141,9 +141,10 @@ def instruction_bytes(inst: hlo.Instruction, types: dict, comps: dict) -> float:
   return operands + inst.bytes
 
 
-def traffic(text: str) -> Traffic:
-  """The weighted and once-counted memory traffic of an optimized HLO module (module doc)."""
-  comps = hlo.parse_module(text)
+def traffic(module: str | dict[str, hlo.Computation]) -> Traffic:
+  """The weighted and once-counted memory traffic of an optimized HLO module (module doc): its
+  text or its parsed computations (``hlo.parse_module``)."""
+  comps = hlo.parse_module(module) if isinstance(module, str) else module
   runs, _, _ = hlo.run_counts(comps)
   weighted = once = 0.0
   for name in control_computations(comps):

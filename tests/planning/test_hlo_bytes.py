@@ -83,6 +83,10 @@ def test_traffic_by_hand():
   assert t.once == entry + body + cond
   assert t.weighted == entry + 4 * (body + cond)
   assert t.loop_factor == pytest.approx((entry + 4 * (body + cond)) / (entry + body + cond))
+  # compiled.compile_one parses once and hands both readers the computations
+  comps = hlo.parse_module(MODULE)
+  assert hlo_bytes.traffic(comps) == t
+  assert hlo.analyze(comps) == hlo.analyze(MODULE)
 
 
 def _bytes_accessed(compiled) -> float:
