@@ -17,7 +17,10 @@ columns: each device's slice is padded and cut in place, so the chunks stay spli
 no device gathers another's rows (padding V to K·C and cutting it would move rows across the
 slices' boundaries: on Qwen3-8B under tensor 8 that was an all-gather of W per micro-batch).
 Columns only change order, and the sums above do not depend on it; off a mesh (t = 1) the
-chunks are V's runs of C columns.
+chunks are V's runs of C columns. Where t does not divide V (OLMo-3's 100,278 entries under
+tensor 4) W stays whole over the tensor axis (``sharding.rules``); its rows are then padded to
+t·⌈V/t⌉ and cut the same way, and the chunks are constrained to the split, so each device
+computes its own C/t columns of every chunk from its copy of W instead of all C of them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import math
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
 from grpo_jax.models.logprobs import Window, predicting_hidden, scored_window
 from grpo_jax.sharding import rules
@@ -41,34 +45,33 @@ def hidden_and_unembedding(graphdef: nnx.GraphDef, params: dict, tokens_BxL, mas
   return h_BxTxD, model.lm_head.kernel[...].T, model.lm_head.dtype
 
 
-def vocab_shards(V: int) -> int:
-  """t: the devices the train rules split a V-entry vocabulary over under the current mesh
-  (``sharding.rules.TRAIN``'s vocab axis, where its size divides V); 1 off a mesh. Any divisor
-  of V gives the same log-probs: t orders the columns within the chunks (module doc)."""
+def vocab_shards(V: int) -> tuple[tuple[str, ...], int]:
+  """(axes, t): the mesh axes ``sharding.rules.TRAIN`` splits the vocabulary over under the
+  current mesh and their size t; ((), 1) off a mesh. t need not divide V (module doc); any t
+  gives the same log-probs: it orders the columns within the chunks."""
   mesh = jax.sharding.get_abstract_mesh()
-  if mesh.empty:
-    return 1
-  spec = rules.spec_for(("vocab",), (V,), rules.TRAIN, mesh)
-  axes = spec[0] if len(spec) else None
+  axes = None if mesh.empty else rules.TRAIN.mesh_axes("vocab")
   if axes is None:
-    return 1
-  axes = (axes,) if isinstance(axes, str) else tuple(axes)
-  return math.prod(dict(mesh.shape)[a] for a in axes)
+    return (), 1
+  shape = dict(mesh.shape)
+  axes = tuple(a for a in ((axes,) if isinstance(axes, str) else axes) if shape.get(a, 1) > 1)
+  return axes, math.prod(shape[a] for a in axes)
 
 
 def chunk_unembedding(w_VxD, vocab_chunk: int, t: int = 1):
-  """(w_KxCxD, ids_KxC, valid_KxC): W's rows in K chunks of C = t·⌈min(vocab_chunk, V)/t⌉
-  columns, chunk k the k-th piece of every one of the t slices (module doc); ``ids`` the
-  vocabulary id of each column, ``valid`` False on the padding."""
+  """(w_KxCxD, ids_KxC, valid_KxC): W's rows, padded to t slices of Vs = ⌈V/t⌉, in K chunks of
+  C = t·⌈min(vocab_chunk, V)/t⌉ columns, chunk k the k-th piece of every one of the t slices
+  (module doc); ``ids`` the vocabulary id of each column, ``valid`` False on the padding."""
   V, D = w_VxD.shape
-  Vs = V // t  # one slice's rows
+  Vs = -(-V // t)  # one slice's rows
   Cs = -(-min(int(vocab_chunk), V) // t)  # one slice's columns of a chunk
   K = -(-Vs // Cs)
-  w_txKxCsxD = jnp.pad(w_VxD.reshape(t, Vs, D), ((0, 0), (0, K * Cs - Vs), (0, 0)))
+  w_txVsxD = jnp.pad(w_VxD, ((0, t * Vs - V), (0, 0))).reshape(t, Vs, D)
+  w_txKxCsxD = jnp.pad(w_txVsxD, ((0, 0), (0, K * Cs - Vs), (0, 0)))
   w_KxCxD = w_txKxCsxD.reshape(t, K, Cs, D).swapaxes(0, 1).reshape(K, t * Cs, D)
   row_KxCs = jnp.arange(K)[:, None] * Cs + jnp.arange(Cs)[None, :]  # within a slice
   ids_KxtxCs = jnp.arange(t)[None, :, None] * Vs + row_KxCs[:, None, :]
-  valid_KxtxCs = jnp.broadcast_to((row_KxCs < Vs)[:, None, :], ids_KxtxCs.shape)
+  valid_KxtxCs = (row_KxCs < Vs)[:, None, :] & (ids_KxtxCs < V)
   return w_KxCxD, ids_KxtxCs.reshape(K, t * Cs), valid_KxtxCs.reshape(K, t * Cs)
 
 
@@ -95,7 +98,11 @@ def chunked_token_logps(vocab_chunk: int = 8192):
     )
     V = w_VxD.shape[0]
     # Padded columns get logit −inf (weight 0 in every sum).
-    w_KxCxD, ids_KxC, valid_KxC = chunk_unembedding(w_VxD, vocab_chunk, vocab_shards(V))
+    axes, t = vocab_shards(V)
+    w_KxCxD, ids_KxC, valid_KxC = chunk_unembedding(w_VxD, vocab_chunk, t)
+    if t > 1:  # the chunks' columns over the vocabulary's axes, even where W is whole there
+      spec = P(None, axes if len(axes) > 1 else axes[0], P.UNCONSTRAINED)
+      w_KxCxD = jax.lax.with_sharding_constraint(w_KxCxD, spec)
     B, L1 = targets_BxL1.shape
 
     @jax.checkpoint
