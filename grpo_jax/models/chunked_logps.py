@@ -50,12 +50,10 @@ def vocab_shards(V: int) -> tuple[tuple[str, ...], int]:
   current mesh and their size t; ((), 1) off a mesh. t need not divide V (module doc); any t
   gives the same log-probs: it orders the columns within the chunks."""
   mesh = jax.sharding.get_abstract_mesh()
-  axes = None if mesh.empty else rules.TRAIN.mesh_axes("vocab")
-  if axes is None:
+  if mesh.empty:
     return (), 1
-  shape = dict(mesh.shape)
-  axes = tuple(a for a in ((axes,) if isinstance(axes, str) else axes) if shape.get(a, 1) > 1)
-  return axes, math.prod(shape[a] for a in axes)
+  axes = rules.mesh_axes_for("vocab", rules.TRAIN, mesh)
+  return axes, math.prod(dict(mesh.shape)[a] for a in axes)
 
 
 def chunk_unembedding(w_VxD, vocab_chunk: int, t: int = 1):

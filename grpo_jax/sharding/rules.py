@@ -172,6 +172,17 @@ def _axis_size(mesh_shape: dict, axes) -> int:
   return math.prod(mesh_shape[a] for a in axes)
 
 
+def mesh_axes_for(logical: str | None, rules: Rules, mesh) -> tuple[str, ...]:
+  """The mesh axes of size > 1 that ``rules`` map one named dimension to under ``mesh``, whether
+  or not their size divides it; () when none."""
+  axes = rules.mesh_axes(logical)
+  if axes is None:
+    return ()
+  mesh_shape = dict(mesh.shape)
+  axes_t = (axes,) if isinstance(axes, str) else tuple(axes)
+  return tuple(a for a in axes_t if a in mesh_shape and mesh_shape[a] > 1)
+
+
 def spec_for(logical: tuple[str | None, ...], shape: tuple[int, ...], rules: Rules, mesh) -> P:
   """PartitionSpec for one array: each named dimension goes to its rule's mesh axes when their
   size divides it and none of them is already used by an earlier dimension."""
@@ -179,12 +190,7 @@ def spec_for(logical: tuple[str | None, ...], shape: tuple[int, ...], rules: Rul
   used: set[str] = set()
   out = []
   for name, size in zip(logical, shape):
-    axes = rules.mesh_axes(name)
-    if axes is None:
-      out.append(None)
-      continue
-    axes_t = (axes,) if isinstance(axes, str) else tuple(axes)
-    axes_t = tuple(a for a in axes_t if a in mesh_shape and mesh_shape[a] > 1)
+    axes_t = mesh_axes_for(name, rules, mesh)
     if not axes_t or used & set(axes_t) or size % _axis_size(mesh_shape, axes_t):
       out.append(None)
       continue
